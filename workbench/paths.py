@@ -1,0 +1,57 @@
+"""Where data, runs and figures live.
+
+Defaults are folders of the project checkout (the folder holding ``pyproject.toml`` above this
+package), or of the current directory when the package is installed elsewhere. Each can be moved
+with an environment variable: ``WORKBENCH_DATA``, ``WORKBENCH_RUNS``, ``WORKBENCH_FIGURES``.
+No other module builds paths from scratch.
+
+Example:
+    >>> from workbench import paths
+    >>> paths.default_db("smoke").name
+    'smoke.duckdb'
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    """The checkout holding this package, else the current directory."""
+    here = Path(__file__).resolve().parent.parent
+    return here if (here / "pyproject.toml").exists() else Path.cwd()
+
+
+def _dir(env: str, default: str) -> Path:
+    path = Path(os.environ.get(env) or project_root() / default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dir() -> Path:
+    return _dir("WORKBENCH_DATA", "data")
+
+
+def runs_dir() -> Path:
+    return _dir("WORKBENCH_RUNS", "runs")
+
+
+def figures_dir() -> Path:
+    return _dir("WORKBENCH_FIGURES", "figures")
+
+
+def cache_dir() -> Path:
+    """Content-addressed caches (indexes, warm starts) that can always be rebuilt."""
+    path = data_dir() / "cache"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def default_db(preset: str = "tiny") -> Path:
+    """The store a preset uses unless ``--db`` says otherwise."""
+    return data_dir() / f"{preset}.duckdb"
+
+
+def notebooks_dir() -> Path:
+    return project_root() / "notebooks"

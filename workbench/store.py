@@ -1,0 +1,189 @@
+"""The DuckDB store: the single source of truth for worlds, chain pools, rollouts and runs.
+
+Schema (every table below; ``connect`` creates what is missing, so old stores upgrade in place):
+
+Knowledge source (TinyWorld or an imported KILT / wiki-18 / Wikidata5M source)
+    entities(entity_id, title, type, kind, source)
+        ``kind`` is 'entity' for a real article and names the noise the chain filters reject:
+        'year', 'list', 'nationality', 'short'. ``type`` is the entity type (person, city, ...).
+    passages(passage_id, entity_id, paragraph, text)
+        One row per paragraph of an entity's article (KILT ``text[i]``); wiki-18 passages too.
+    anchors(src_entity, paragraph, start, stop, text, dst_entity)
+        Hyperlinks exactly as KILT records them: character span ``[start, stop)`` of paragraph
+        ``paragraph`` of the source article, pointing at ``dst_entity``.
+    relations(label, domain, range, functional)
+        Typed natural-language relation labels ("directed by") with domain/range entity types.
+    edges(src, dst, relation, source)
+        The labelled hyperlink graph the walker traverses (one row per (src, dst, relation)).
+    triples(head, relation, tail)   Wikidata5M-style id triples, when imported.
+    aliases(entity_id, alias)       Alternative names (Wikidata5M alias files, TinyWorld).
+
+Chain pool G_t (seed 000, sections 3.1-3.4)
+    chains(chain_id, hash, hops, run, created_round, origin, trajectory_id)
+        ``hash`` is the deduplication key over the lowercased entity sequence (section 3.4).
+        ``run`` is NULL for G_0 (offline walks, round 0) and a run name for chains its write-back
+        created; ``origin`` is 'walk' or 'writeback'.
+    chain_nodes(chain_id, position, entity_id, relation)
+        ``relation`` labels the edge from this node to the next (NULL on the last node).
+    evidence(evidence_id, chain_id, position, target, entity_id, passage_id, text, source, run,
+             round, trajectory_id)
+        Evidence attached to a chain node (``target`` = 'node') or to the edge leaving it
+        (``target`` = 'edge'). ``source`` is 'walk' (the node passage of G_0) or 'writeback'.
+        G_t of a run = chains and evidence with run NULL or that run, and round <= t.
+    pool_builds(build_id, seed, walks, min_hops, max_hops, params, rejections, created_at)
+        One row per ``pool build``; ``rejections`` is a JSON object {reason: count}.
+
+Questions and evaluation
+    questions(question_id, dataset, split, family, question, answers, chain, hops, source)
+        ``answers`` is a list of gold strings; ``chain`` the gold entity-id chain (may be empty
+        for imported human QA). TinyWorld writes dataset 'tinyworld' with splits seed/val/test.
+    eval_outcomes(eval_id, model, dataset, question_id, prediction, em, f1, cover_em, turns,
+                  created_at)
+
+Rollouts and training (issues 3-4)
+    trajectories(trajectory_id, run, round, question_id, sample, role, prompt, response,
+                 queries, passage_ids, entity_ids, answer, r_ans, s_path, reward, n_generated,
+                 n_retrieved, gen_seconds, search_seconds)
+    candidates(candidate_id, run, round, chain_id, idx, question, answer, extracted, admitted,
+               scores, reason, p_s, reward)
+        Proposer candidates with the gate verdict (per-dimension ``scores`` as JSON).
+    run_metrics(run, round, metrics)     One JSON object per round (``runs show``).
+    runs(run, method, preset, seed, config, config_hash, steps, status, created_at)
+
+Imports and batches
+    imports(import_id, kind, file, lines, skipped, created_at)
+    skipped_lines(import_id, file, line, error)
+    batch_results(batch, point, params, status, duration_s, outputs, error, notebook)
+
+Example:
+    >>> import tempfile, os
+    >>> from workbench import store
+    >>> con = store.connect(os.path.join(tempfile.mkdtemp(), "s.duckdb"))
+    >>> con.execute("SELECT count(*) FROM entities").fetchone()
+    (0,)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from workbench import paths
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entities (
+    entity_id BIGINT PRIMARY KEY, title VARCHAR NOT NULL, type VARCHAR, kind VARCHAR DEFAULT 'entity',
+    source VARCHAR);
+CREATE TABLE IF NOT EXISTS passages (
+    passage_id BIGINT PRIMARY KEY, entity_id BIGINT, paragraph INTEGER, text VARCHAR);
+CREATE TABLE IF NOT EXISTS anchors (
+    src_entity BIGINT, paragraph INTEGER, start INTEGER, stop INTEGER, text VARCHAR, dst_entity BIGINT);
+CREATE TABLE IF NOT EXISTS relations (
+    label VARCHAR PRIMARY KEY, domain VARCHAR, range VARCHAR, functional BOOLEAN);
+CREATE TABLE IF NOT EXISTS edges (
+    src BIGINT, dst BIGINT, relation VARCHAR, source VARCHAR);
+CREATE TABLE IF NOT EXISTS triples (head VARCHAR, relation VARCHAR, tail VARCHAR);
+CREATE TABLE IF NOT EXISTS aliases (entity_id BIGINT, alias VARCHAR);
+
+CREATE TABLE IF NOT EXISTS chains (
+    chain_id BIGINT PRIMARY KEY, hash VARCHAR NOT NULL, hops INTEGER, run VARCHAR,
+    created_round INTEGER DEFAULT 0, origin VARCHAR DEFAULT 'walk', trajectory_id BIGINT);
+CREATE TABLE IF NOT EXISTS chain_nodes (
+    chain_id BIGINT, position INTEGER, entity_id BIGINT, relation VARCHAR);
+CREATE TABLE IF NOT EXISTS evidence (
+    evidence_id BIGINT PRIMARY KEY, chain_id BIGINT, position INTEGER, target VARCHAR,
+    entity_id BIGINT, passage_id BIGINT, text VARCHAR, source VARCHAR, run VARCHAR,
+    round INTEGER DEFAULT 0, trajectory_id BIGINT);
+CREATE TABLE IF NOT EXISTS pool_builds (
+    build_id INTEGER PRIMARY KEY, seed BIGINT, walks BIGINT, min_hops INTEGER, max_hops INTEGER,
+    params JSON, rejections JSON, created_at TIMESTAMP DEFAULT current_timestamp);
+
+CREATE TABLE IF NOT EXISTS questions (
+    question_id BIGINT PRIMARY KEY, dataset VARCHAR, split VARCHAR, family VARCHAR,
+    question VARCHAR NOT NULL, answers VARCHAR[], chain BIGINT[], hops INTEGER, source VARCHAR);
+CREATE TABLE IF NOT EXISTS eval_outcomes (
+    eval_id VARCHAR, model VARCHAR, dataset VARCHAR, question_id BIGINT, prediction VARCHAR,
+    em DOUBLE, f1 DOUBLE, cover_em DOUBLE, turns INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+
+CREATE TABLE IF NOT EXISTS trajectories (
+    trajectory_id BIGINT PRIMARY KEY, run VARCHAR, round INTEGER, question_id BIGINT,
+    sample INTEGER, role VARCHAR, prompt VARCHAR, response VARCHAR, queries VARCHAR[],
+    passage_ids BIGINT[], entity_ids BIGINT[], answer VARCHAR, r_ans DOUBLE, s_path DOUBLE,
+    reward DOUBLE, n_generated INTEGER, n_retrieved INTEGER, gen_seconds DOUBLE,
+    search_seconds DOUBLE);
+CREATE TABLE IF NOT EXISTS candidates (
+    candidate_id BIGINT PRIMARY KEY, run VARCHAR, round INTEGER, chain_id BIGINT, idx INTEGER,
+    question VARCHAR, answer VARCHAR, extracted BOOLEAN, admitted BOOLEAN, scores JSON,
+    reason VARCHAR, p_s DOUBLE, reward DOUBLE);
+CREATE TABLE IF NOT EXISTS run_metrics (run VARCHAR, round INTEGER, metrics JSON);
+CREATE TABLE IF NOT EXISTS runs (
+    run VARCHAR PRIMARY KEY, method VARCHAR, preset VARCHAR, seed BIGINT, config JSON,
+    config_hash VARCHAR, steps INTEGER, status VARCHAR,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+
+CREATE TABLE IF NOT EXISTS imports (
+    import_id INTEGER PRIMARY KEY, kind VARCHAR, file VARCHAR, lines BIGINT, skipped BIGINT,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS skipped_lines (import_id INTEGER, file VARCHAR, line BIGINT, error VARCHAR);
+CREATE TABLE IF NOT EXISTS batch_results (
+    batch VARCHAR, point VARCHAR, params JSON, status VARCHAR, duration_s DOUBLE, outputs JSON,
+    error VARCHAR, notebook VARCHAR);
+"""
+
+
+def connect(db: str | Path | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (and create, with the schema) the store at ``db``; default ``data/tiny.duckdb``.
+
+    Example:
+        >>> con = connect(":memory:")
+        >>> sorted(t for (t,) in con.execute("SHOW TABLES").fetchall())[:3]
+        ['aliases', 'anchors', 'batch_results']
+    """
+    db = str(db if db is not None else paths.default_db())
+    if db != ":memory:":
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(db, read_only=read_only)
+    if not read_only:
+        con.execute(SCHEMA)
+    return con
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """All or nothing: commit on success, roll back (store unchanged) on any exception.
+
+    Example:
+        >>> con = connect(":memory:")
+        >>> try:
+        ...     with transaction(con):
+        ...         con.execute("INSERT INTO aliases VALUES (1, 'x')")
+        ...         raise ValueError("bad input")
+        ... except ValueError:
+        ...     pass
+        >>> con.execute("SELECT count(*) FROM aliases").fetchone()
+        (0,)
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def next_id(con: duckdb.DuckDBPyConnection, table: str, column: str) -> int:
+    """The smallest id above every id in ``table.column`` (0 for an empty table)."""
+    (top,) = con.execute(f"SELECT max({column}) FROM {table}").fetchone()
+    return 0 if top is None else int(top) + 1
+
+
+def clear_world(con: duckdb.DuckDBPyConnection) -> None:
+    """Delete every knowledge-source, pool and question row (a world is rebuilt from scratch)."""
+    for table in ("entities", "passages", "anchors", "relations", "edges", "triples", "aliases",
+                  "chains", "chain_nodes", "evidence", "pool_builds", "questions"):
+        con.execute(f"DELETE FROM {table}")
