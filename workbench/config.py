@@ -94,8 +94,17 @@ class MethodConfig:
     sigma: float = 0.2  # Eq. 10 width; ours
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
     lr: float = 3e-5  # ours
-    kl_coef: float = 0.01  # ours
+    kl_coef: float = 0.01  # ours (the paper: "an adaptive low-variance KL penalty")
     clip_eps: float = 0.2  # ours (PPO default)
+    gamma: float = 1.0  # Eq. 12 discount; ours
+    adv_eps: float = 1e-6  # epsilon of Eqs. 11-12; ours
+    prob_scale_low: float = 0.5  # section 3.5 probability-affine advantage scale at p = 0; ours
+    prob_scale_high: float = 1.0  # ... and at p = 1; ours (low = high = 1 disables it)
+    max_grad_norm: float = 1.0  # ours
+    max_non_finite: int = 3  # consecutive non-finite steps before a run stops; ours
+    micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
+    proposer_max_new_tokens: int = 48  # ours
+    val_questions: int = 20  # validation questions per family, every round; ours
     seed: int = 0
 
 

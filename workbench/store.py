@@ -178,7 +178,8 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 
 def next_id(con: duckdb.DuckDBPyConnection, table: str, column: str) -> int:
     """The smallest id above every id in ``table.column`` (0 for an empty table)."""
-    (top,) = con.execute(f"SELECT max({column}) FROM {table}").fetchone()
+    # fetchall, not fetchone: an unfinished result blocks a later con.register() in DuckDB 2.0
+    (top,) = con.execute(f"SELECT max({column}) FROM {table}").fetchall()[0]
     return 0 if top is None else int(top) + 1
 
 

@@ -1,0 +1,13 @@
+"""Test-wide settings: offline, smoke-size notebooks, and a throwaway data/runs/figures area so
+the suite never touches a user's stores. Set before any test or notebook kernel starts."""
+
+import os
+import tempfile
+
+_area = tempfile.mkdtemp(prefix="workbench-tests-")
+for _name in ("DATA", "RUNS", "FIGURES"):
+    os.environ.setdefault(f"WORKBENCH_{_name}", os.path.join(_area, _name.lower()))
+os.environ.setdefault("WORKBENCH_SMOKE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,140 @@
+"""Evaluation: sign test, bootstrap intervals, stored outcomes, Table 1, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench import store
+from workbench.cli import main
+from workbench.evaluate import (bootstrap_ci, compare, evaluate, load_questions, macro_bootstrap_ci,
+                                make_eval_id, outcomes, parse_eval_id, sign_test, summarize, table1)
+
+
+def test_sign_test_matches_the_binomial_formula_by_hand():
+    # 7 questions only A solves, 2 only B, 5 both, 6 neither.
+    a = {i: 1 for i in range(7)} | {i: 0 for i in range(7, 9)} | {i: 1 for i in range(9, 14)} | {i: 0 for i in range(14, 20)}
+    b = {i: 0 for i in range(7)} | {i: 1 for i in range(7, 9)} | {i: 1 for i in range(9, 14)} | {i: 0 for i in range(14, 20)}
+    t = sign_test(a, b)
+    assert (t.a_only, t.b_only, t.both, t.neither) == (7, 2, 5, 6)
+    # Two-sided exact: P(X <= 2) + P(X >= 7) for X ~ Bin(9, 1/2) = 2 * (1 + 9 + 36) / 512.
+    assert t.p == pytest.approx(2 * (math.comb(9, 0) + math.comb(9, 1) + math.comb(9, 2)) / 2 ** 9)
+    assert sign_test(b, a).p == pytest.approx(t.p)
+
+
+def test_sign_test_uses_shared_questions_only_and_handles_no_discordance():
+    t = sign_test({1: 1, 2: 0, 99: 1}, {1: 1, 2: 0, 50: 0})
+    assert (t.a_only, t.b_only, t.both, t.neither, t.p) == (0, 0, 1, 1, 1.0)
+    with pytest.raises(ValueError, match="share no question"):
+        sign_test({1: 1}, {2: 1})
+
+
+def test_bootstrap_contains_the_mean_and_is_deterministic_by_seed():
+    values = np.random.default_rng(3).integers(0, 2, 200)
+    mean, lo, hi = bootstrap_ci(values, seed=7)
+    assert mean == pytest.approx(values.mean())
+    assert lo < mean < hi and hi - lo < 0.2
+    assert bootstrap_ci(values, seed=7) == (mean, lo, hi)
+    assert bootstrap_ci(values, seed=8) != (mean, lo, hi)
+    with pytest.raises(ValueError, match="at least one value"):
+        bootstrap_ci([])
+
+
+def test_macro_average_weighs_groups_equally():
+    mean, lo, hi = macro_bootstrap_ci({"big": [1.0] * 90 + [0.0] * 10, "small": [0.0] * 10})
+    assert mean == pytest.approx(0.45)
+    assert lo <= mean <= hi
+    s = summarize(pd.DataFrame({"family": ["a"] * 4 + ["b"] * 2, "em": [1, 1, 1, 1, 0, 0]}))
+    assert s.set_index("group").loc["macro", "mean"] == pytest.approx(0.5)
+
+
+def test_eval_ids_round_trip_and_reject_bad_labels():
+    con = store.connect(":memory:")
+    eid = make_eval_id(con, "tiny-smoke", "base", "tinyworld", "val")
+    assert parse_eval_id(eid) == {"backbone": "tiny-smoke", "method": "base", "dataset": "tinyworld",
+                                  "split": "val", "n": 0}
+    with pytest.raises(ValueError, match="method"):
+        make_eval_id(con, "tiny", "a/b", "tinyworld", "test")
+
+
+def _store_with_questions(path):
+    con = store.connect(path)
+    con.execute("INSERT INTO entities VALUES (1, 'Kavimo', 'person', 'entity', 't'), "
+                "(2, 'Dagiju', 'city', 'entity', 't'), (3, 'Velor', 'country', 'entity', 't')")
+    con.execute("INSERT INTO passages VALUES (1, 1, 0, 'Kavimo was born in Dagiju.'), "
+                "(2, 2, 0, 'Dagiju is a city in Velor.'), (3, 3, 0, 'Velor is a country.')")
+    con.execute("INSERT INTO edges VALUES (1, 2, 'born in', 't'), (2, 3, 'located in', 't')")
+    qs = [(1, "tinyworld", "test", "single_hop", "Where was Kavimo born?", ["Dagiju"], [1, 2], 1, "t"),
+          (2, "tinyworld", "test", "two_hop", "In which country was Kavimo born?", ["Velor"], [1, 2, 3], 2, "t"),
+          (3, "tinyworld", "test", "two_hop", "Which country holds Dagiju's twin?", ["Velor"], [2, 3], 2, "t"),
+          (4, "other", "dev", None, "What is Velor?", ["a country"], [], 0, "t")]
+    con.executemany("INSERT INTO questions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", qs)
+    return con
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    from workbench.config import preset
+    from workbench.policy.model import Policy, tiny_model
+    from workbench.policy.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["Kavimo was born in Dagiju. Dagiju is a city in Velor."] * 20, vocab_size=330)
+    out = tmp_path_factory.mktemp("model")
+    Policy(tiny_model(preset("smoke").backbone, tok, seed=0), tok, device="cpu").save(out)
+    (out / "workbench.json").write_text(json.dumps({"backbone": "tiny-smoke", "method": "base"}))
+    return out
+
+
+def test_load_questions_limits_per_family_and_names_unknown_datasets(tmp_path):
+    con = _store_with_questions(str(tmp_path / "s.duckdb"))
+    q = load_questions(con, "tinyworld", "test", limit=1)
+    assert sorted(q.family) == ["single_hop", "two_hop"]
+    assert load_questions(con, "other", "dev").family.tolist() == ["other"]
+    with pytest.raises(ValueError, match="known dataset/split"):
+        load_questions(con, "nq", "test")
+
+
+def test_evaluate_stores_outcomes_and_table1(tmp_path, tiny_model_dir, capsys):
+    db = str(tmp_path / "s.duckdb")
+    _store_with_questions(db).close()
+    eid = evaluate(db, tiny_model_dir, "tinyworld", "test", preset="smoke")
+    assert eid == "tiny-smoke/base/tinyworld/test#0"
+    assert "macro" in capsys.readouterr().out
+    con = store.connect(db)
+    df = outcomes(con, eid)
+    assert len(df) == 3 and set(df.columns) >= {"em", "f1", "cover_em", "prediction", "turns"}
+    assert df.turns.between(1, 4).all()  # smoke preset: at most 4 turns
+    # A second, labelled run: a fake-free way to get two rows is to relabel the same model.
+    eid2 = evaluate(con, tiny_model_dir, "tinyworld", "test", preset="smoke", method="coevokg", log=None)
+    assert eid2 == "tiny-smoke/coevokg/tinyworld/test#0"
+    t = compare(con, eid, eid2)  # greedy decoding: the same model gives the same answers
+    assert t.a_only == t.b_only == 0 and t.p == 1.0
+    table, md = table1(con)
+    assert list(table.index) == [("tiny-smoke", "base"), ("tiny-smoke", "coevokg")]
+    assert list(table.columns) == ["single_hop", "two_hop", "Avg."]
+    assert "| tiny-smoke | coevokg |" in md and "(+0.0)" in md
+    n = con.execute("SELECT count(*) FROM eval_outcomes").fetchone()[0]
+    with pytest.raises(ValueError):
+        evaluate(con, tiny_model_dir, "nq", "test", preset="smoke", log=None)
+    assert con.execute("SELECT count(*) FROM eval_outcomes").fetchone()[0] == n
+
+
+def test_cli_eval_compare_report(tmp_path, tiny_model_dir, capsys):
+    db = str(tmp_path / "s.duckdb")
+    _store_with_questions(db).close()
+    assert main(["eval", "--db", db, "--model", str(tiny_model_dir), "--dataset", "tinyworld",
+                 "--preset", "smoke", "--limit", "1"]) == 0
+    assert main(["eval", "--db", db, "--model", str(tiny_model_dir), "--dataset", "tinyworld",
+                 "--preset", "smoke", "--limit", "1", "--method", "search-r1"]) == 0
+    capsys.readouterr()
+    assert main(["compare", "--db", db, "tiny-smoke/base/tinyworld/test#0",
+                 "tiny-smoke/search-r1/tinyworld/test#0"]) == 0
+    assert "sign test p = 1" in capsys.readouterr().out
+    assert main(["report", "--db", db]) == 0
+    assert "| tiny-smoke | search-r1 |" in capsys.readouterr().out
+    assert main(["compare", "--db", db, "nope", "tiny-smoke/base/tinyworld/test#0"]) == 2
+    assert "no evaluation 'nope'" in capsys.readouterr().err

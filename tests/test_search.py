@@ -1,0 +1,199 @@
+"""The search tool: real bm25s and FAISS/MiniLM indexes over a small hand-filled store."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from workbench import cli, store
+from workbench.search.index import BM25Index, Encoder, is_e5, load_corpus
+from workbench.search.tool import Hit, SearchTool, render
+
+# (entity_id, title, type, [paragraphs]): invented names, so no encoder has memorised them.
+WORLD = [
+    (1, "Dagiju", "city", ["Dagiju is a river port in the country of Kolomo.",
+                           "Dagiju hosts a yearly lantern festival in autumn."]),
+    (2, "Kolomo", "country", ["Kolomo is a mountainous country whose capital is Veruna."]),
+    (3, "Veruna", "city", ["Veruna is the capital city of Kolomo, known for glassworks."]),
+    (4, "Tamsin Ore", "person", ["Tamsin Ore was born in Dagiju and became a famous violinist.",
+                                 "Tamsin Ore recorded three albums of folk music."]),
+    (5, "Bexley Hune", "person", ["Bexley Hune was born in Veruna and studied astronomy."]),
+    (6, "Pollar Institute", "organization", ["The Pollar Institute is a research university in Veruna.",
+                                             "Bexley Hune was educated at the Pollar Institute."]),
+    (7, "Saffa", "country", ["Saffa is a desert country on the southern coast; its capital is Mirrel."]),
+    (8, "Mirrel", "city", ["Mirrel is the capital of Saffa and its largest harbour."]),
+    (9, "Quon Adel", "person", ["Quon Adel was born in Mirrel and directed the film Grey Tide."]),
+    (10, "Grey Tide", "film", ["Grey Tide is a drama film directed by Quon Adel about fishermen."]),
+    (11, "Ulmo Fesk", "person", ["Ulmo Fesk is a chef who opened a noodle restaurant in Dagiju."]),
+    (12, "Orrin Vale", "person", ["Orrin Vale painted landscapes of the Saffa desert."]),
+]
+
+
+def make_store(path) -> "duckdb.DuckDBPyConnection":  # noqa: F821
+    """A store with WORLD's entities and passages (passage ids 100, 101, ... in order)."""
+    con = store.connect(path)
+    pid = 100
+    for eid, title, type_, paragraphs in WORLD:
+        con.execute("INSERT INTO entities VALUES (?, ?, ?, 'entity', 'test')", [eid, title, type_])
+        for i, text in enumerate(paragraphs):
+            con.execute("INSERT INTO passages VALUES (?, ?, ?, ?)", [pid, eid, i, text])
+            pid += 1
+    return con
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("store") / "world.duckdb"
+    make_store(path).close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def dense(db):
+    return SearchTool(db, index="dense", topk=3)
+
+
+def ids(rows):
+    return [[h.passage_id for h in row] for row in rows]
+
+
+def test_corpus_joins_titles_in_passage_order(db):
+    con = store.connect(db)
+    corpus = load_corpus(con)
+    con.close()
+    assert corpus.passage_ids == sorted(corpus.passage_ids) and len(corpus) == 15
+    assert corpus.contents[0] == '"Dagiju"\nDagiju is a river port in the country of Kolomo.'
+    assert corpus.entity_ids[:3] == [1, 1, 2]
+
+
+def test_empty_store_is_a_clear_error(tmp_path):
+    store.connect(tmp_path / "empty.duckdb").close()
+    with pytest.raises(ValueError, match="passages table is empty"):
+        SearchTool(tmp_path / "empty.duckdb")
+    with pytest.raises(FileNotFoundError):
+        SearchTool(tmp_path / "missing.duckdb")
+    with pytest.raises(ValueError, match="'bm25' or 'dense'"):
+        SearchTool(make_store(":memory:"), index="tfidf")
+
+
+def test_bm25_finds_the_fact_and_returns_full_hits(db):
+    tool = SearchTool(db, index="bm25", topk=3)
+    (row,) = tool.search(["Where was Tamsin Ore born?"])
+    assert row[0] == Hit(104, 4, "Tamsin Ore", "Tamsin Ore was born in Dagiju and became a famous violinist.",
+                         row[0].score)
+    assert row[0].score > row[1].score > 0 and len(row) == 3
+
+
+def test_bm25_drops_zero_score_passages_and_clamps_k(db):
+    tool = SearchTool(db, index="bm25", topk=3)
+    assert tool.search(["zzzq xxyy", "", "the of"]) == [[], [], []]
+    (row,) = tool.search(["capital"], k=50)  # k above the corpus size
+    assert 0 < len(row) <= 15 and all(h.score > 0 for h in row)
+
+
+def test_bad_queries_and_k(db):
+    tool = SearchTool(db, topk=3)
+    with pytest.raises(ValueError, match="list of strings"):
+        tool.search("Dagiju")
+    with pytest.raises(ValueError, match="list of strings"):
+        tool.search(["ok", None])
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        tool.search(["Dagiju"], k=0)
+    with pytest.raises(ValueError, match="topk"):
+        SearchTool(db, topk=0)
+
+
+def test_batched_equals_one_at_a_time_and_is_deterministic(db, dense):
+    queries = ["Who directed Grey Tide?", "capital of Saffa", "violinist from a river port",
+               "noodle restaurant chef", "astronomy student born in Veruna"]
+    for tool in (SearchTool(db, index="bm25", cache=False), dense):
+        tool.use_cache = False
+        batched = tool.search(queries)
+        single = [tool.search([q])[0] for q in queries]
+        assert ids(batched) == ids(single)
+        for b, s in zip(batched, single):
+            assert [h.score for h in b] == pytest.approx([h.score for h in s], abs=1e-5)
+        assert tool.search(queries) == batched
+        tool.use_cache = True
+
+
+def test_dense_finds_paraphrases_bm25_cannot(dense, db):
+    (row,) = dense.search(["Which musician plays the violin?"])
+    assert row[0].passage_id == 104 and len(row) == 3
+    assert -1.0 <= row[-1].score <= row[0].score <= 1.0 + 1e-6
+    bm25 = SearchTool(db, index="bm25")
+    assert bm25.search(["musician plays violin"])[0] == []  # no shared term ("violinist" != "violin")
+
+
+def test_indexes_persist_beside_the_store_keyed_by_content(tmp_path):
+    path = tmp_path / "w.duckdb"
+    make_store(path).close()
+    SearchTool(path, index="bm25")
+    root = tmp_path / "w.index"
+    (folder,) = list(root.iterdir())
+    assert folder.name.startswith("bm25-") and (folder / "meta.json").exists()
+    stamp = os.stat(folder / "meta.json").st_mtime_ns
+    tool = SearchTool(path, index="bm25")  # same passages: loaded, not rebuilt
+    assert os.stat(folder / "meta.json").st_mtime_ns == stamp and [p.name for p in root.iterdir()] == [folder.name]
+    before = tool.search(["Veruna glassworks"])
+    con = store.connect(path)
+    con.execute("UPDATE passages SET text = 'Veruna is famous for its clocks.' WHERE entity_id = 3")
+    con.close()
+    after = SearchTool(path, index="bm25")
+    assert len(list(root.iterdir())) == 2  # the changed corpus got its own index
+    assert after.search(["Veruna glassworks"])[0][0].text != before[0][0].text
+
+
+def test_dense_index_persists_and_reloads_identically(db, dense):
+    folders = [p.name for p in db.with_suffix(".index").iterdir() if p.name.startswith("dense-")]
+    assert len(folders) == 1 and (db.with_suffix(".index") / folders[0] / "index.faiss").exists()
+    again = SearchTool(db, index="dense")
+    q = ["film about fishermen", "Which country has a desert?"]
+    assert again.search(q) == dense.search(q)
+
+
+def test_in_memory_store_builds_without_files(tmp_path):
+    tool = SearchTool(make_store(":memory:"), index="bm25")
+    assert tool.search(["Mirrel harbour"])[0][0].title == "Mirrel"
+
+
+def test_e5_detection_and_prefixes(dense):
+    assert is_e5("intfloat/e5-base-v2") and is_e5("/m/E5-small") and not is_e5("gte-base") and not is_e5("e55")
+    enc = dense.index.encoder
+    assert enc.e5 is False
+    forced = Encoder(enc.path, e5=True)
+    assert forced.e5 and forced.fingerprint() != enc.fingerprint()
+    q, p = forced.queries(["Dagiju"]), forced.passages(["Dagiju"])
+    assert float(q[0] @ p[0]) < 0.9999  # the two prefixes make different inputs
+    assert float(enc.queries(["Dagiju"])[0] @ enc.passages(["Dagiju"])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_cache_counts_hits_and_returns_identical_results(db):
+    tool = SearchTool(db, index="bm25")
+    first = tool.search(["Grey Tide director", "Saffa capital"])
+    assert tool.cache_stats() == {"hits": 0, "misses": 2, "hit_rate": 0.0}
+    again = tool.search(["  Grey   Tide director ", "Saffa capital", "Saffa capital", "Mirrel"])
+    assert again[:2] == first and again[2] == first[1]
+    assert tool.cache_stats() == {"hits": 3, "misses": 3, "hit_rate": 0.5}
+    tool.search(["Saffa capital"], k=1)  # another k is another key
+    assert tool.cache_stats()["misses"] == 4
+    again[0].clear()  # callers may mutate their lists without touching the cache
+    assert tool.search(["Grey Tide director"]) == first[:1]
+    tool.reset_cache_stats()
+    assert tool.cache_stats() == {"hits": 0, "misses": 0, "hit_rate": 0.0}
+
+
+def test_render_is_search_r1_format(db):
+    hits = SearchTool(db, topk=2).search(["Quon Adel born"])[0]
+    assert render(hits) == (
+        'Doc 1(Title: "Quon Adel") Quon Adel was born in Mirrel and directed the film Grey Tide.\n'
+        'Doc 2(Title: "Grey Tide") Grey Tide is a drama film directed by Quon Adel about fishermen.\n')
+    assert render([Hit(1, None, "T", "line one\nline two", 0.0)]) == 'Doc 1(Title: "T") line one\nline two\n'
+
+
+def test_cli_search_prints_rendered_hits(db, capsys):
+    assert cli.main(["search", "--db", str(db), "Who directed Grey Tide?", "-k", "1"]) == 0
+    assert capsys.readouterr().out.startswith('Doc 1(Title: "Grey Tide") Grey Tide is a drama film')
+    assert cli.main(["search", "--db", str(db), "Dagiju", "-k", "0"]) == 2
+    assert "-k must be at least 1" in capsys.readouterr().err

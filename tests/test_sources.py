@@ -1,0 +1,254 @@
+"""Importers of real knowledge sources (KILT, wiki-18, Wikidata5M) on files written here in their formats."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import psutil
+import pytest
+
+from workbench import store
+from workbench.cli import main
+from workbench.kg.sources import (GENERIC_LABEL, import_kilt, import_wiki18, import_wikidata5m,
+                                  relation_label, title_kind)
+
+TABLES = ("entities", "passages", "anchors", "relations", "edges", "triples", "aliases", "imports",
+          "skipped_lines")
+
+
+def counts(con) -> dict[str, int]:
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+
+
+def page(wid, title, paragraphs, links=()):
+    """A KILT page; ``links`` = (paragraph, surface, target fields) with offsets found in the text."""
+    anchors = []
+    for p, surface, target in links:
+        start = paragraphs[p].index(surface)
+        anchors.append({"paragraph_id": p, "start": start, "end": start + len(surface), "text": surface,
+                        **target})
+    return {"wikipedia_id": wid, "wikipedia_title": title, "text": paragraphs, "anchors": anchors}
+
+
+def write_lines(path, records):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return path
+
+
+ALBA = page("10", "Alba", ["Alba", "Alba is a 1990 film. It was directed by Bo Lind and written by Cara.",
+                           "Alba premiered in Café Noir. It was shot near Nowhere Land."],
+            [(1, "1990", {"href": "1990"}),
+             (1, "Bo Lind", {"href": "Bo_Lind"}),                             # by title from the href
+             (1, "Cara", {"href": "Someone_else", "wikipedia_id": "12"}),      # by id
+             (2, "Café Noir", {"href": "Caf%C3%A9_Noir"}),                    # URL-decoded href
+             (2, "Nowhere Land", {"href": "Nowhere_Land"})])                  # not in the file
+KILT = [ALBA,
+        page("11", "Bo Lind", ["Bo Lind", "Bo Lind was born in Café Noir."],
+             [(1, "Café Noir", {"href": "x", "wikipedia_title": "Café Noir"})]),
+        page("12", "Cara", ["Cara", "Cara is a French writer."], [(1, "French", {"href": "French"})]),
+        page("13", "Café Noir", ["Café Noir", "Café Noir is a town."]),
+        page("14", "1990", ["1990", "1990 was a year."]),
+        page("15", "List of films", ["List of films", "Alba."], [(1, "Alba", {"href": "Alba"})]),
+        page("16", "French", ["French", "French people."]),
+        page("17", "Ox", ["Ox", "A river."])]
+
+
+@pytest.fixture
+def con(tmp_path):
+    c = store.connect(tmp_path / "s.duckdb")
+    yield c
+    c.close()
+
+
+def test_kilt_rows_offsets_and_labels(con, tmp_path):
+    result = import_kilt(con, write_lines(tmp_path / "kilt.jsonl", KILT), progress=False)
+    assert result["lines"] == 8 and result["entities"] == 8 and result["passages"] == 17
+    kinds = dict(con.execute("SELECT title, kind FROM entities").fetchall())
+    assert kinds == {"Alba": "entity", "Bo Lind": "entity", "Cara": "entity", "Café Noir": "entity",
+                     "1990": "year", "List of films": "list", "French": "nationality", "Ox": "short"}
+    # every anchor kept, offsets exactly as written: the span of the paragraph is the anchor text
+    rows = con.execute("""SELECT a.text, substr(p.text, a.start + 1, a.stop - a.start), d.title
+                          FROM anchors a JOIN passages p ON p.entity_id = a.src_entity AND p.paragraph = a.paragraph
+                          LEFT JOIN entities d ON d.entity_id = a.dst_entity ORDER BY a.src_entity, a.start""").fetchall()
+    assert len(rows) == 8 and all(text == span for text, span, _ in rows)
+    assert {t: d for t, _, d in rows}["Nowhere Land"] is None
+    assert result["anchors"] == 8 and result["resolved_anchors"] == 7
+    edges = set(con.execute("""SELECT s.title, d.title, e.relation FROM edges e JOIN entities s ON s.entity_id = e.src
+                               JOIN entities d ON d.entity_id = e.dst""").fetchall())
+    assert edges == {("Alba", "1990", GENERIC_LABEL), ("Alba", "Bo Lind", "directed by"),
+                     ("Alba", "Cara", "written by"), ("Alba", "Café Noir", GENERIC_LABEL),
+                     ("Bo Lind", "Café Noir", "born in"), ("Cara", "French", GENERIC_LABEL),
+                     ("List of films", "Alba", GENERIC_LABEL)}
+    assert result["edges_by_rule"] == {"wikidata": 0, "sentence": 3, "generic": 4}
+    assert con.execute("SELECT functional FROM relations WHERE label = 'born in'").fetchone() == (True,)
+    assert con.execute("SELECT kind, lines, skipped FROM imports").fetchall() == [("kilt", 8, 0)]
+
+
+def test_relation_label_rules():
+    assert relation_label("He was born in ") == "born in"
+    assert relation_label("The Nile flows through the ") == "flows through"
+    assert relation_label("It was written by A and directed by ") == "directed by"  # nearest cue wins
+    assert relation_label("It is located in a very large old ") == GENERIC_LABEL  # cue too far away
+    assert relation_label("He visited ") == GENERIC_LABEL
+    assert relation_label("He was born in ", wikidata="place of birth") == "place of birth"
+    assert [title_kind(t) for t in ("AD 79", "300 BC", "Lists of lakes", "Italian", "Rome")] == \
+        ["year", "year", "list", "nationality", "entity"]
+
+
+def test_wikidata_labels_kilt_edges(con, tmp_path):
+    write_lines(tmp_path / "triples.txt", ["Q1\tP57\tQ2", "Q1\tP58\tQ3", "Q3\tP27\tQ9"])
+    write_lines(tmp_path / "entity.txt", ["Q1\tAlba\tAlba (film)", "Q2\tBo Lind", "Q3\tCara\tC."])
+    write_lines(tmp_path / "relation.txt", ["P57\tdirector\tdirected by", "P58\tscreenwriter"])
+    wd = import_wikidata5m(con, tmp_path / "triples.txt", tmp_path / "entity.txt", tmp_path / "relation.txt",
+                           progress=False)
+    assert wd["triples"] == 3 and wd["entities"] == 3 and wd["aliases"] == 8
+    assert con.execute("SELECT relation FROM triples ORDER BY relation").fetchall() == \
+        [("P27",), ("director",), ("screenwriter",)]
+    alba_id = con.execute("SELECT entity_id FROM aliases WHERE alias = 'Q1'").fetchone()[0]
+    result = import_kilt(con, write_lines(tmp_path / "kilt.jsonl", KILT), progress=False)
+    assert result["entities"] == 5  # Alba, Bo Lind and Cara reuse the Wikidata5M entities
+    assert con.execute("SELECT entity_id FROM entities WHERE title = 'Alba'").fetchall() == [(alba_id,)]
+    labels = dict(con.execute("""SELECT d.title, e.relation FROM edges e JOIN entities d ON d.entity_id = e.dst
+                                 WHERE e.src = ?""", [alba_id]).fetchall())
+    assert labels["Bo Lind"] == "director" and labels["Cara"] == "screenwriter"  # rule 1 over rule 2
+    assert labels["Café Noir"] == GENERIC_LABEL
+    assert result["edges_by_rule"] == {"wikidata": 2, "sentence": 1, "generic": 4}
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ({"wikipedia_id": "9", "wikipedia_title": "X", "anchors": []}, r"line 2: expected field 'text' \(list of paragraphs\)"),
+    ('{"wikipedia_id": "9", "wikipedia_title": ', "line 2: expected a JSON object"),
+    (page("9", "Xyzzy", ["Xyzzy", "ab"], []) | {"anchors": [{"paragraph_id": 1, "start": 0, "end": 9,
+                                                               "text": "ab", "href": "Ab"}]},
+     "line 2: anchor 0: expected 0 <= paragraph_id < 2"),
+    (page("9", "Xyzzy", ["Xyzzy"]) | {"anchors": [{"paragraph_id": 0, "start": 0, "text": "X", "href": "X"}]},
+     "line 2: anchor 0: expected field 'end'"),
+])
+def test_kilt_malformed_leaves_store_unchanged(con, tmp_path, bad, expected):
+    import_kilt(con, write_lines(tmp_path / "good.jsonl", KILT[1:4]), progress=False)
+    before = counts(con)
+    path = write_lines(tmp_path / "wiki.jsonl", [KILT[0], bad, KILT[4]])
+    with pytest.raises(ValueError, match=r"wiki\.jsonl " + expected):
+        import_kilt(con, path, progress=False)
+    assert counts(con) == before
+
+
+def test_kilt_skip_bad_records_lines(con, tmp_path):
+    path = write_lines(tmp_path / "kilt.jsonl", [KILT[0], "not json", KILT[1], {"wikipedia_id": "3"}])
+    result = import_kilt(con, path, skip_bad=True, progress=False)
+    assert result["skipped"] == 2 and result["entities"] == 2
+    rows = con.execute("SELECT import_id, file, line, error FROM skipped_lines ORDER BY line").fetchall()
+    assert [(r[0], r[2]) for r in rows] == [(result["import_id"], 2), (result["import_id"], 4)]
+    assert rows[0][1] == str(path) and "wikipedia_title" in rows[1][3]
+    assert con.execute("SELECT lines, skipped FROM imports").fetchall() == [(4, 2)]
+
+
+def test_wiki18_passages_and_entities(con, tmp_path):
+    import_kilt(con, write_lines(tmp_path / "kilt.jsonl", KILT[:1]), progress=False)
+    lines = [{"id": "1", "contents": '"Alba"\nAlba is a 1990 film.'},
+             {"id": "2", "contents": '"Alba"\nIt was directed by Bo Lind.'},
+             {"id": 3, "contents": '"Zed River"\nThe Zed flows north.'}]
+    result = import_wiki18(con, write_lines(tmp_path / "psgs.jsonl", lines), batch_rows=2, progress=False)
+    assert result["passages"] == 3 and result["entities"] == 1  # Alba exists already
+    rows = con.execute("""SELECT e.title, p.paragraph, p.text FROM passages p JOIN entities e USING (entity_id)
+                          WHERE e.source = 'wiki18' OR p.text LIKE '%Bo Lind.' ORDER BY p.passage_id""").fetchall()
+    assert rows == [("Alba", 1, "It was directed by Bo Lind."), ("Zed River", 0, "The Zed flows north.")]
+    before = counts(con)
+    bad = write_lines(tmp_path / "bad.jsonl", lines[:1] + [{"id": "4", "contents": "no title line"}])
+    with pytest.raises(ValueError, match=r"bad\.jsonl line 2: expected field 'contents'"):
+        import_wiki18(con, bad, progress=False)
+    assert counts(con) == before
+
+
+def test_wikidata5m_malformed_and_skip_bad(con, tmp_path):
+    triples = write_lines(tmp_path / "t.txt", ["Q1\tP1\tQ2", "Q1\tP1", "Q2\tP1\tQ3"])
+    before = counts(con)
+    with pytest.raises(ValueError, match=r"t\.txt line 2: expected 3 tab-separated fields"):
+        import_wikidata5m(con, triples, progress=False)
+    aliases = write_lines(tmp_path / "a.txt", ["Q1\tOne", "Q2"])
+    with pytest.raises(ValueError, match=r"a\.txt line 2: expected tab-separated id, alias1"):
+        import_wikidata5m(con, write_lines(tmp_path / "ok.txt", ["Q1\tP1\tQ2"]), aliases, progress=False)
+    assert counts(con) == before
+    result = import_wikidata5m(con, triples, aliases, skip_bad=True, progress=False)
+    assert (result["triples"], result["skipped"], result["aliases"]) == (2, 2, 2)
+    assert con.execute("SELECT file, line FROM skipped_lines ORDER BY file").fetchall() == \
+        [(str(aliases), 2), (str(triples), 2)]
+
+
+def test_cli_import(tmp_path, capsys):
+    db = str(tmp_path / "cli.duckdb")
+    path = write_lines(tmp_path / "kilt.jsonl", KILT)
+    assert main(["import", "kilt", str(path), "--db", db, "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["edges"] == 7
+    bad = write_lines(tmp_path / "bad.jsonl", [KILT[0], {"wikipedia_id": "1"}])
+    assert main(["import", "kilt", str(bad), "--db", db, "--no-progress"]) == 2
+    assert "bad.jsonl line 2: expected field 'wikipedia_title'" in capsys.readouterr().err
+    assert main(["import", "kilt", str(bad), "--db", db, "--no-progress", "--skip-bad"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == 1
+    assert main(["import", "wikidata5m", str(write_lines(tmp_path / "t.txt", ["Q1\tP1\tQ2"])), "--db", db,
+                 "--no-progress"]) == 0
+    assert main(["import", "wiki18", str(write_lines(tmp_path / "w.jsonl", [{"id": 1, "contents": '"A b"\nx'}])),
+                 "--db", db, "--no-progress"]) == 0
+    con = store.connect(db)
+    assert con.execute("SELECT kind FROM imports ORDER BY import_id").fetchall() == \
+        [("kilt",), ("kilt",), ("wikidata5m",), ("wiki18",)]
+
+
+def write_kilt_like(path, n_pages: int, seed: int = 0, anchors: int = 4):
+    """A KILT-shaped file of ``n_pages`` pages (3 paragraphs, ``anchors`` links each), about 1 KB a line."""
+    rng = random.Random(seed)
+    words = "the river city film was by of in a and born directed located near old new north".split()
+    with open(path, "w") as f:
+        for i in range(n_pages):
+            paras = [f"Page {i}"] + [" ".join(rng.choices(words, k=40)) + "." for _ in range(2)]
+            links = []
+            for _ in range(anchors):
+                j = rng.randrange(n_pages)
+                p = rng.randrange(1, 3)
+                cue = rng.choice(["directed by ", "located in ", "near "])
+                start = len(paras[p]) + 1 + len(cue)
+                paras[p] += f" {cue}Page {j}."
+                links.append({"paragraph_id": p, "start": start, "end": start + len(f"Page {j}"),
+                              "text": f"Page {j}", "href": f"Page_{j}"})
+            f.write(json.dumps({"wikipedia_id": str(i), "wikipedia_title": f"Page {i}", "text": paras,
+                                "anchors": links}) + "\n")
+
+
+@pytest.mark.slow
+def test_kilt_import_memory_is_bounded(tmp_path):
+    """50k lines (44 MB, ~140 MB as Python objects) import with RSS growth well below that.
+
+    A 5k-line warm-up import first pays the one-off costs (module imports, DuckDB's buffer pool up
+    to its memory limit), so the second import's growth is what the streaming itself holds.
+    """
+    warm, path = tmp_path / "warm.jsonl", tmp_path / "big.jsonl"
+    write_kilt_like(warm, 5_000, seed=1)
+    write_kilt_like(path, 50_000)
+    con = store.connect(tmp_path / "big.duckdb")
+    con.execute("SET memory_limit = '64MB'")  # what the CLI's --memory-limit sets; DuckDB spills beyond it
+    import_kilt(con, warm, progress=False)
+    proc = psutil.Process()
+    base = proc.memory_info().rss
+    peak = [base]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = import_kilt(con, path, progress=False)
+    finally:
+        done.set()
+        sampler.join()
+    assert result["lines"] == 50_000 and result["anchors"] == 200_000 and result["resolved_anchors"] == 200_000
+    growth_mb = (peak[0] - base) / 2**20
+    print(f"\nKILT-like import: {result['lines_per_s']:.0f} lines/s, peak RSS growth {growth_mb:.0f} MB, "
+          f"file {path.stat().st_size / 2**20:.0f} MB")
+    assert growth_mb < 80

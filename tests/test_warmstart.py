@@ -1,0 +1,112 @@
+"""Warm start: demonstrations and their masks, the SFT loop, caching, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench import store
+from workbench.config import preset
+from workbench.policy import protocol
+from workbench.policy.warmstart import (encode_demo, proposer_demo, sft, solver_demo, solver_queries,
+                                        tokenizer_corpus, world_demos)
+
+
+def _hand_store():
+    con = store.connect(":memory:")
+    con.execute("INSERT INTO entities VALUES (1, 'Kavimo', 'person', 'entity', 't'), "
+                "(2, 'Dagiju', 'city', 'entity', 't'), (3, 'Velor', 'country', 'entity', 't'), "
+                "(4, 'Rutel', 'person', 'entity', 't')")
+    con.execute("INSERT INTO passages VALUES (1, 1, 0, 'Kavimo was born in Dagiju.'), "
+                "(2, 2, 0, 'Dagiju is a city in Velor.'), (3, 3, 0, 'Velor is a country.'), "
+                "(4, 4, 0, 'Rutel was born in Velor.')")
+    con.execute("INSERT INTO edges VALUES (1, 2, 'born in', 't'), (2, 3, 'located in', 't'), (4, 3, 'born in', 't')")
+    con.executemany("INSERT INTO questions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (1, "tinyworld", "seed", "single_hop", "Where was Kavimo born?", ["Dagiju"], [1, 2], 1, "t"),
+        (2, "tinyworld", "seed", "two_hop", "In which country was Kavimo born?", ["Velor"], [1, 2, 3], 2, "t"),
+        (3, "tinyworld", "seed", "comparison", "Who was born in a city, Kavimo or Rutel?", ["Kavimo"], [1, 4], 1, "t")])
+    return con
+
+
+@pytest.fixture(scope="module")
+def policy():
+    from workbench.policy.model import Policy, tiny_model
+    from workbench.policy.tokenizer import train_tokenizer
+
+    con = _hand_store()
+    from workbench.search.tool import SearchTool
+
+    demos = world_demos(con, SearchTool(con, topk=2), ["single_hop", "two_hop", "comparison"], True, "<|im_end|>")
+    tok = train_tokenizer(tokenizer_corpus(demos), vocab_size=420)
+    return Policy(tiny_model(preset("smoke").backbone, tok, seed=0), tok, device="cpu")
+
+
+def test_solver_queries_follow_the_chain():
+    assert solver_queries("two_hop", ["Kavimo", "Dagiju", "Velor"], "Velor", path=True) == ["Kavimo", "Dagiju"]
+    assert solver_queries("comparison", ["Kavimo", "Rutel"], "Rutel", path=False) == ["Kavimo", "Rutel"]
+
+
+def test_world_demos_search_in_order_with_the_real_tool_and_answer():
+    from workbench.search.tool import SearchTool
+
+    con = _hand_store()
+    tool = SearchTool(con, topk=2)
+    demos = world_demos(con, tool, ["two_hop", "comparison"], True, "<|im_end|>")
+    solver = [d for d in demos if d.role == "solver"]
+    assert [d.family for d in solver] == ["two_hop", "comparison"]
+    two = solver[0]
+    assert two.user == protocol.solver_user_message("In which country was Kavimo born?")
+    assert [t for t, trained in two.segments if trained] == [
+        "<search> Kavimo </search>", "<search> Dagiju </search>", "<answer> Velor </answer>"]
+    # The information blocks are what a rollout inserts for the same queries.
+    blocks = [t for t, trained in two.segments if not trained]
+    assert blocks == [protocol.information_block(tool.render(h)) for h in tool.search(["Kavimo", "Dagiju"])]
+    assert 'Doc 1(Title: "Kavimo") Kavimo was born in Dagiju.' in blocks[0]
+    # Proposer demonstrations only for path chains (the comparison chain has no edge Kavimo -> Rutel).
+    prop = [d for d in demos if d.role == "proposer"]
+    assert len(prop) == 1 and "--born in-->" in prop[0].user
+    assert prop[0].segments == [(protocol.format_candidate("In which country was Kavimo born?", "Velor")
+                                 + "<|im_end|>", True)]
+
+
+def test_masks_cover_prompt_and_information(policy):
+    from workbench.search.tool import SearchTool
+
+    con = _hand_store()
+    tool = SearchTool(con, topk=2)
+    demo = solver_demo(tool, "In which country was Kavimo born?", "two_hop", ["Kavimo", "Dagiju", "Velor"],
+                       "Velor", path=True)
+    e = encode_demo(policy, demo)
+    prompt = policy.encode(policy.chat_prompt(demo.user))
+    assert e.input_ids[:len(prompt)] == prompt and not any(e.trained[:len(prompt)])
+    tok = policy.tokenizer
+    trained = tok.decode([t for t, m in zip(e.input_ids, e.trained) if m])
+    masked = tok.decode([t for t, m in zip(e.input_ids[len(prompt):], e.trained[len(prompt):]) if not m])
+    assert trained == "<search> Kavimo </search><search> Dagiju </search><answer> Velor </answer>"
+    assert masked.count("<information>") == 2 and "<search>" not in masked and "Dagiju is a city in Velor" in masked
+    # Proposer: only the candidate and the end-of-turn token are trained.
+    p = encode_demo(policy, proposer_demo(["Kavimo", "Dagiju"], ["born in"], ["a", "b"], "Q?", "Dagiju",
+                                          "single_hop", "<|im_end|>"))
+    assert tok.decode([t for t, m in zip(p.input_ids, p.trained) if m]) == \
+        "<question>Q?</question> <answer>Dagiju</answer><|im_end|>"
+
+
+def test_sft_lowers_the_loss_and_is_deterministic(policy):
+    from workbench.policy.model import tiny_model
+    from workbench.search.tool import SearchTool
+
+    con = _hand_store()
+    demos = world_demos(con, SearchTool(con, topk=2), ["single_hop", "two_hop", "comparison"], True, "<|im_end|>")
+    examples = [encode_demo(policy, d) for d in demos] * 4
+    runs = []
+    for _ in range(2):
+        model = tiny_model(preset("smoke").backbone, policy.tokenizer, seed=0)
+        runs.append(sft(model, examples, steps=40, batch=4, lr=3e-3, seed=0,
+                        pad_id=policy.tokenizer.pad_token_id, log=None))
+    losses = runs[0]
+    assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5])
+    assert runs[0] == runs[1]
+    with pytest.raises(ValueError, match="cannot fill one batch"):
+        sft(model, examples[:2], steps=1, batch=4, lr=1e-3, seed=0, pad_id=0, log=None)

@@ -1,0 +1,79 @@
+"""``workbench eval | compare | report``: greedy evaluation, paired sign test, Table 1 (issue 3)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from workbench.commands import add_db, db_path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="greedy rollouts on a dataset split; store and print EM with 95%% CIs")
+    add_db(p)
+    p.add_argument("--model", required=True, help="model directory or hub id")
+    p.add_argument("--dataset", required=True, help="dataset name in the store (e.g. tinyworld)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--limit", type=int, default=None, help="at most N questions per family")
+    p.add_argument("--index", default=None, help="bm25 or dense (default: the preset's)")
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--backbone", default=None, help="Table 1 row label (default: from workbench.json)")
+    p.add_argument("--method", default=None, help="Table 1 row label (default: from workbench.json)")
+    p.set_defaults(func=run_eval)
+
+    p = sub.add_parser("compare", help="exact two-sided paired sign test between two evaluations")
+    add_db(p)
+    p.add_argument("eval_a")
+    p.add_argument("eval_b")
+    p.set_defaults(func=run_compare)
+
+    p = sub.add_parser("report", help="a Table-1-shaped report (rows backbone x method)")
+    add_db(p)
+    p.add_argument("--dataset", action="append", default=None,
+                   help="dataset(s) to include (default: tinyworld, columns = question families)")
+    p.add_argument("--split", default="test")
+    p.set_defaults(func=run_report)
+
+
+def _existing_db(args) -> str:
+    db = db_path(args)
+    if not Path(db).exists():
+        raise FileNotFoundError(f"no store at {db}")
+    return db
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from workbench.evaluate import evaluate
+
+    eval_id = evaluate(_existing_db(args), args.model, args.dataset, split=args.split, limit=args.limit,
+                       index=args.index, preset=args.preset, backbone=args.backbone, method=args.method)
+    print(eval_id)
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from workbench import store
+    from workbench.evaluate import compare
+
+    con = store.connect(_existing_db(args), read_only=True)
+    try:
+        t = compare(con, args.eval_a, args.eval_b)
+    finally:
+        con.close()
+    print(f"A = {args.eval_a}\nB = {args.eval_b}")
+    print(f"A right, B wrong: {t.a_only}\nB right, A wrong: {t.b_only}\nboth right: {t.both}\n"
+          f"both wrong: {t.neither}\nexact two-sided sign test p = {t.p:.4g}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from workbench import store
+    from workbench.evaluate import table1
+
+    con = store.connect(_existing_db(args), read_only=True)
+    try:
+        _, markdown = table1(con, datasets=args.dataset or ["tinyworld"], split=args.split)
+    finally:
+        con.close()
+    print(markdown)
+    return 0

@@ -1,0 +1,68 @@
+"""``workbench search`` (print rendered hits) and ``workbench serve-retriever`` (Search-R1 API)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.commands import add_db, db_path
+
+
+def _add_index(p: argparse.ArgumentParser) -> None:
+    add_db(p)
+    p.add_argument("--index", choices=["bm25", "dense"], default="bm25", help="retrieval index (default: bm25)")
+    p.add_argument("--model", default=None,
+                   help="dense encoder: a sentence-transformers or E5 path (default: packaged all-MiniLM-L6-v2)")
+    p.add_argument("--e5", action=argparse.BooleanOptionalAction, default=None,
+                   help="force E5 'query: '/'passage: ' prefixes on or off (default: detect from the model name)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="search the store's passages; print hits as the solver sees them")
+    _add_index(p)
+    p.add_argument("query", help="the search query")
+    p.add_argument("-k", type=int, default=3, help="passages to return (paper: 3)")
+    p.add_argument("--url", default=None, help="query a Search-R1-compatible retrieval server instead of the store")
+    p.set_defaults(func=_search)
+
+    p = sub.add_parser("serve-retriever", help="serve the store's index on Search-R1's POST /retrieve API")
+    _add_index(p)
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--topk", type=int, default=3, help="default top-k when a request gives none")
+    p.set_defaults(func=_serve)
+
+
+def _tool(args: argparse.Namespace, topk: int):
+    from workbench.search.tool import SearchTool
+
+    return SearchTool(db_path(args), index=args.index, topk=topk, model=args.model, e5=args.e5)
+
+
+def _search(args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise ValueError(f"-k must be at least 1, got {args.k}")
+    if args.url:
+        from workbench.search.client import RemoteRetriever
+
+        tool = RemoteRetriever(args.url, topk=args.k)
+    else:
+        tool = _tool(args, args.k)
+    print(tool.render(tool.search([args.query])[0]) or "(no passage matches)", end="")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from workbench.search.server import make_server, url_of
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
+    server = make_server(_tool(args, args.topk), args.host, args.port)
+    print(f"serving {args.index} retrieval over {db_path(args)} at {url_of(server)} (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

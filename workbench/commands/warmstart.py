@@ -1,0 +1,37 @@
+"""``workbench warmstart``: train (or reuse) the tiny backbone's warm start (issue 3)."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.commands import add_db, db_path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("warmstart", help="train or reuse the tiny backbone's SFT warm start (the 'base')")
+    add_db(p)
+    p.add_argument("--preset", default="tiny", help="smoke or tiny (default: tiny)")
+    p.add_argument("--out", default=None, help="also copy the model directory here")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from workbench.policy.warmstart import warmstart
+
+    db = db_path(args)
+    if not Path(db).exists():
+        raise FileNotFoundError(f"no store at {db}: build a world first")
+    path = warmstart(db, args.preset, out_dir=args.out, seed=args.seed)
+    meta = json.loads((Path(path) / "workbench.json").read_text())
+    print(path)
+    print(f"train loss {meta['train_loss_first']:.3f} -> {meta['train_loss_last']:.3f} "
+          f"({meta['steps']} steps, {meta['demonstrations']} demonstrations from {meta['worlds']} worlds)")
+    print(f"wall time {meta['seconds']['total']:.0f} s (sft {meta['seconds']['sft']:.0f} s) when trained")
+    print("val EM (greedy) per family:")
+    for family, v in meta["val_em"].items():
+        print(f"  {family:<12} n={v['n']:<5} EM {100 * v['em']:5.1f}  [{100 * v['low']:5.1f}, {100 * v['high']:5.1f}]")
+    return 0

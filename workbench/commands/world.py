@@ -1,0 +1,61 @@
+"""``workbench world`` (build a TinyWorld and its question sets) and ``workbench export-qa``."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.commands import add_db, db_path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from workbench.config import PRESETS
+
+    p = sub.add_parser("world", help="generate a seeded TinyWorld (entities, articles, anchors, edges, "
+                                     "question sets) into the store",
+                       description="Generate a TinyWorld and its held-out question sets into the store "
+                                   "(replaces the store's world, pool and questions).")
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
+                   help="size preset: smoke ~200 entities, tiny ~2,000 (default: tiny)")
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default: 0)")
+    p.add_argument("--entities", type=int, default=None, metavar="N",
+                   help="number of entities, overriding the preset (any size; 1,000,000 takes ~1 minute)")
+    add_db(p)
+    p.set_defaults(func=_world)
+
+    q = sub.add_parser("export-qa", help="write one question split in the Search-R1 parquet layout",
+                       description="Export questions of one split as Search-R1 parquet (data_source, prompt, "
+                                   "ability, reward_model.ground_truth.target, extra_info).")
+    q.add_argument("out", metavar="OUT.parquet", help="parquet file to write")
+    q.add_argument("--split", default="test", help="seed, val or test (default: test)")
+    q.add_argument("--dataset", default="tinyworld", help="questions.dataset to export (default: tinyworld)")
+    add_db(q)
+    q.set_defaults(func=_export)
+
+
+def _world(args: argparse.Namespace) -> int:
+    from workbench.kg.tinyworld import build_world
+
+    db = db_path(args)
+    s = build_world(db, preset=args.preset, seed=args.seed, n_entities=args.entities)
+    print(f"world {args.preset} seed {args.seed}: {s['entities']} entities, {s['passages']} passages, "
+          f"{s['anchors']} anchors, {s['edges']} edges, {s['questions']} questions in {s['seconds']:.1f} s "
+          f"(generate {s['generate_s']:.1f} s) -> {db}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench import store
+    from workbench.kg.qa_sets import export_searchr1_parquet
+
+    db = db_path(args)
+    if not Path(db).exists():
+        raise FileNotFoundError(f"--db {db}: no such store; build one with `workbench world --db {db}`")
+    con = store.connect(db, read_only=True)
+    try:
+        n = export_searchr1_parquet(con, args.out, args.split, dataset=args.dataset)
+    finally:
+        con.close()
+    print(f"export-qa: {n} {args.dataset}/{args.split} questions -> {args.out}")
+    return 0

@@ -1,0 +1,381 @@
+"""Evaluation: greedy solver runs, EM / F1 per dataset and family, bootstrap intervals, sign tests.
+
+The paper (seed 000, section 4.1) reports exact match after normalisation, per benchmark, and the
+macro average over benchmarks (Table 1); it compares ablation rows with an exact two-sided paired
+sign test (Table 2). Evaluation decodes greedily ("greedy decoding at evaluation for deterministic
+results", section 4.1). On TinyWorld the question families (single_hop, two_hop, three_hop,
+comparison, bridge) play the role of the benchmarks: Table 1's columns.
+
+Every evaluation writes one row per question to ``eval_outcomes`` (see workbench/store.py). The
+store has no backbone/method/split columns, so the ``eval_id`` carries them, readable and
+parseable: ``"<backbone>/<method>/<dataset>/<split>#<n>"`` (``n`` counts earlier runs of the
+same prefix). ``model`` holds the model path.
+
+Bootstrap intervals are percentile intervals over ``n_boot`` resamples of questions (ours:
+1,000 resamples, seeded); the macro average resamples each family (stratum) independently.
+
+Example:
+    >>> sign_test({1: 1, 2: 1, 3: 0, 4: 0}, {1: 1, 2: 0, 3: 0, 4: 0})
+    SignTest(a_only=1, b_only=0, both=1, neither=2, p=1.0)
+    >>> mean, lo, hi = bootstrap_ci([1, 0, 1, 1], seed=0)
+    >>> lo <= mean <= hi
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from workbench import store
+
+N_BOOT = 1000  # ours: bootstrap resamples
+_EVAL_ID = re.compile(r"^(?P<backbone>[^/]+)/(?P<method>[^/]+)/(?P<dataset>[^/]+)/(?P<split>[^/#]+)#(?P<n>\d+)$")
+
+
+# ---------------------------------------------------------------- statistics
+
+def bootstrap_ci(values: Sequence[float], n_boot: int = N_BOOT, seed: int = 0,
+                 alpha: float = 0.05) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of ``values`` and its percentile bootstrap interval.
+
+    Deterministic by ``seed``. An empty input raises ValueError.
+
+    Example:
+        >>> bootstrap_ci([1.0, 1.0, 1.0])
+        (1.0, 1.0, 1.0)
+    """
+    return macro_bootstrap_ci({"all": values}, n_boot=n_boot, seed=seed, alpha=alpha)
+
+
+def macro_bootstrap_ci(groups: Mapping[str, Sequence[float]], n_boot: int = N_BOOT, seed: int = 0,
+                       alpha: float = 0.05) -> tuple[float, float, float]:
+    """(macro mean, low, high): the mean over groups of each group's mean, with a stratified
+    percentile bootstrap (each group resampled with replacement on its own, as the macro
+    average of Table 1 weighs every benchmark equally whatever its size).
+
+    Example:
+        >>> macro_bootstrap_ci({"a": [1, 1], "b": [0, 0]})
+        (0.5, 0.5, 0.5)
+    """
+    arrays = {k: np.asarray(v, dtype=float) for k, v in groups.items()}
+    empty = [k for k, v in arrays.items() if v.size == 0]
+    if not arrays or empty:
+        raise ValueError(f"bootstrap needs at least one value per group; empty: {empty or 'no groups'}")
+    rng = np.random.default_rng(seed)
+    means = np.zeros(n_boot)
+    for values in arrays.values():
+        idx = rng.integers(0, values.size, size=(n_boot, values.size))
+        means += values[idx].mean(axis=1)
+    means /= len(arrays)
+    point = float(np.mean([v.mean() for v in arrays.values()]))
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return point, float(min(low, point)), float(max(high, point))
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """Paired outcome counts on shared questions and the exact two-sided sign-test p-value."""
+
+    a_only: int
+    b_only: int
+    both: int
+    neither: int
+    p: float
+
+
+def sign_test(outcomes_a: Mapping[int, float], outcomes_b: Mapping[int, float]) -> SignTest:
+    """Exact two-sided paired sign test (paper, Table 2) on the questions both runs answered.
+
+    ``outcomes_*`` map question_id -> EM (0/1). Only discordant pairs count: under H0 each is
+    equally likely to favour A or B, so p = P(|Binomial(a_only + b_only, 1/2) - n/2| >= observed)
+    (scipy.stats.binomtest). No discordant pair gives p = 1.
+
+    Example:
+        >>> sign_test({1: 1, 2: 1, 3: 1}, {1: 0, 2: 0, 3: 0}).p
+        0.25
+    """
+    from scipy.stats import binomtest
+
+    shared = sorted(set(outcomes_a) & set(outcomes_b))
+    if not shared:
+        raise ValueError("sign_test: the two runs share no question ids; compare runs on the same questions")
+    a = np.array([bool(outcomes_a[q]) for q in shared])
+    b = np.array([bool(outcomes_b[q]) for q in shared])
+    a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+    n = a_only + b_only
+    p = 1.0 if n == 0 else float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue)
+    return SignTest(a_only, b_only, int((a & b).sum()), int((~a & ~b).sum()), p)
+
+
+# ---------------------------------------------------------------- eval ids
+
+def make_eval_id(con, backbone: str, method: str, dataset: str, split: str) -> str:
+    """The next free ``"<backbone>/<method>/<dataset>/<split>#<n>"`` in ``eval_outcomes``.
+
+    Example:
+        >>> make_eval_id(store.connect(":memory:"), "tiny", "base", "tinyworld", "test")
+        'tiny/base/tinyworld/test#0'
+    """
+    for name, value in (("backbone", backbone), ("method", method), ("dataset", dataset), ("split", split)):
+        if not value or "/" in value or "#" in value:
+            raise ValueError(f"{name}={value!r}: expected a non-empty name without '/' or '#'")
+    prefix = f"{backbone}/{method}/{dataset}/{split}#"
+    (n,) = con.execute("SELECT count(DISTINCT eval_id) FROM eval_outcomes WHERE starts_with(eval_id, ?)",
+                       [prefix]).fetchone()
+    return f"{prefix}{n}"
+
+
+def parse_eval_id(eval_id: str) -> dict:
+    """``{"backbone", "method", "dataset", "split", "n"}`` of an id made by ``make_eval_id``.
+
+    Example:
+        >>> parse_eval_id("tiny/base/tinyworld/test#2")["method"]
+        'base'
+    """
+    match = _EVAL_ID.match(eval_id)
+    if not match:
+        raise ValueError(f"eval id {eval_id!r}: expected '<backbone>/<method>/<dataset>/<split>#<n>'")
+    parts = match.groupdict()
+    parts["n"] = int(parts["n"])
+    return parts
+
+
+def model_labels(model_path: str | Path) -> dict:
+    """(backbone, method) of a model directory: its ``workbench.json`` when present (the warm
+    start and the trainers write one), else the folder name as backbone and method 'base'."""
+    meta = Path(model_path) / "workbench.json"
+    if meta.exists():
+        info = json.loads(meta.read_text())
+        return {"backbone": str(info.get("backbone", Path(model_path).name)),
+                "method": str(info.get("method", "base"))}
+    return {"backbone": Path(str(model_path).rstrip("/")).name or "model", "method": "base"}
+
+
+# ---------------------------------------------------------------- greedy runs
+
+def load_questions(con, dataset: str, split: str | None = "test", limit: int | None = None):
+    """Questions of a dataset/split as a DataFrame (question_id, question, answers, family).
+
+    ``limit`` keeps at most that many questions per family (per dataset when imported QA has no
+    family), the first by question_id, so every Table 1 column stays represented.
+    """
+    if limit is not None and int(limit) < 1:
+        raise ValueError(f"limit={limit!r}: expected a positive number of questions per family")
+    df = con.execute(
+        """SELECT question_id, dataset, coalesce(family, dataset) AS family, question, answers
+           FROM questions WHERE dataset = ? AND (? IS NULL OR split = ?) ORDER BY question_id""",
+        [dataset, split, split]).df()
+    if df.empty:
+        known = con.execute("SELECT DISTINCT dataset || '/' || coalesce(split, '') FROM questions ORDER BY 1").fetchall()
+        raise ValueError(f"no questions for dataset={dataset!r} split={split!r} in the store; "
+                         f"known dataset/split: {[k for (k,) in known]}")
+    if limit is not None:
+        df = df.groupby("family", sort=False).head(int(limit)).reset_index(drop=True)
+    return df
+
+
+def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch_size: int = 64):
+    """Greedy rollouts (paper, section 4.1) on ``questions`` (a ``load_questions`` frame), scored
+    with the Search-R1 metrics. Returns the frame with prediction, em, f1, cover_em, turns.
+
+    Example:
+        >>> # scored = score_questions(policy, SearchTool(con), load_questions(con, "tinyworld", "val"), cfg.rollout)
+    """
+    from workbench.method.rollout import rollout
+    from workbench.scoring import cover_exact_match, exact_match, f1_score
+
+    preds, turns = [], []
+    texts = questions["question"].tolist()
+    for start in range(0, len(texts), batch_size):
+        trajs = rollout(policy, search, texts[start:start + batch_size], 1, max_turns=rollout_cfg.max_turns,
+                        topk=topk, temperature=0.0, top_p=1.0, max_new_tokens=rollout_cfg.max_new_tokens,
+                        max_total_tokens=rollout_cfg.max_total_tokens, seed=0)
+        preds += [t.answer or "" for t in trajs]
+        turns += [t.turns for t in trajs]
+    out = questions.copy()
+    golds = [list(a) for a in out["answers"]]
+    out["prediction"] = preds
+    out["em"] = [exact_match(p, g) for p, g in zip(preds, golds)]
+    out["f1"] = [f1_score(p, g) for p, g in zip(preds, golds)]
+    out["cover_em"] = [cover_exact_match(p, g) for p, g in zip(preds, golds)]
+    out["turns"] = turns
+    return out
+
+
+def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limit: int | None = None,
+             index: str | None = None, preset: str = "tiny", backbone: str | None = None,
+             method: str | None = None, batch_size: int = 64, log=print) -> str:
+    """Evaluate a model greedily on a dataset split, store per-question outcomes, return the eval id.
+
+    Prints EM per family (per dataset for imported QA) and the macro average with bootstrap 95%
+    intervals. ``backbone``/``method`` label the Table 1 row (default: the model directory's
+    ``workbench.json``, see ``model_labels``). The store is unchanged on any error.
+
+    Example:
+        >>> # eval_id = evaluate("data/tiny.duckdb", "data/models/base", "tinyworld", split="test", limit=50)
+    """
+    from workbench.config import preset as get_preset
+    from workbench.policy.model import Policy
+    from workbench.search.tool import SearchTool
+
+    cfg = get_preset(preset)
+    own = not hasattr(db, "execute")
+    con = store.connect(db) if own else db
+    try:
+        questions = load_questions(con, dataset, split, limit)
+        labels = model_labels(model_path)
+        backbone, method = backbone or labels["backbone"], method or labels["method"]
+        make_eval_id(con, backbone, method, dataset, split)  # validates the labels before the slow part
+        policy = Policy.load(model_path)
+        search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk)
+        start = time.perf_counter()
+        scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size)
+        seconds = time.perf_counter() - start
+        with store.transaction(con):
+            eval_id = make_eval_id(con, backbone, method, dataset, split)
+            rows = [(eval_id, str(model_path), dataset, int(r.question_id), r.prediction, float(r.em),
+                     float(r.f1), float(r.cover_em), int(r.turns)) for r in scored.itertuples()]
+            con.executemany("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em, "
+                            "f1, cover_em, turns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if log:
+            log(f"{eval_id}: {len(scored)} questions in {seconds:.1f} s")
+            log(format_summary(summarize(scored)))
+        return eval_id
+    finally:
+        if own:
+            con.close()
+
+
+def format_summary(summary) -> str:
+    """A summarize() frame as aligned text lines: group, n, EM % and its 95% interval."""
+    return "\n".join(f"  {r.group:<12} n={r.n:<5} EM {100 * r.mean:5.1f}  [{100 * r.low:5.1f}, {100 * r.high:5.1f}]"
+                     for r in summary.itertuples())
+
+
+# ---------------------------------------------------------------- loading outcomes
+
+def outcomes(con, eval_id: str):
+    """One evaluation's per-question rows joined with the question family (a DataFrame)."""
+    df = con.execute(
+        """SELECT o.question_id, o.dataset, coalesce(q.family, o.dataset) AS family, o.prediction,
+                  o.em, o.f1, o.cover_em, o.turns, o.model
+           FROM eval_outcomes o LEFT JOIN questions q USING (question_id)
+           WHERE o.eval_id = ? ORDER BY o.question_id""", [eval_id]).df()
+    if df.empty:
+        known = [r[0] for r in con.execute("SELECT DISTINCT eval_id FROM eval_outcomes ORDER BY 1").fetchall()]
+        raise ValueError(f"no evaluation {eval_id!r} in the store; known: {known}")
+    return df
+
+
+def summarize(df, by: str = "family", metric: str = "em", n_boot: int = N_BOOT, seed: int = 0):
+    """Per-group mean of ``metric`` with bootstrap 95% intervals, plus a 'macro' row (the
+    unweighted mean over groups, stratified bootstrap). Columns: group, n, mean, low, high.
+
+    Example:
+        >>> import pandas as pd
+        >>> s = summarize(pd.DataFrame({"family": ["a", "a", "b"], "em": [1.0, 0.0, 1.0]}))
+        >>> s.set_index("group").loc["macro", "mean"]
+        np.float64(0.75)
+    """
+    import pandas as pd
+
+    groups = {str(k): g[metric].to_numpy(float) for k, g in df.groupby(by, sort=True)}
+    rows = [{"group": k, "n": len(v), **dict(zip(("mean", "low", "high"),
+                                                  bootstrap_ci(v, n_boot=n_boot, seed=seed)))}
+            for k, v in groups.items()]
+    mean, low, high = macro_bootstrap_ci(groups, n_boot=n_boot, seed=seed)
+    rows.append({"group": "macro", "n": int(sum(len(v) for v in groups.values())),
+                 "mean": mean, "low": low, "high": high})
+    return pd.DataFrame(rows)
+
+
+def compare(con, eval_a: str, eval_b: str) -> SignTest:
+    """The paired sign test between two stored evaluations (EM on their shared questions).
+
+    Example:
+        >>> # compare(con, "tiny/base/tinyworld/test#0", "tiny/coevokg/tinyworld/test#0")
+    """
+    a, b = outcomes(con, eval_a), outcomes(con, eval_b)
+    return sign_test(dict(zip(a.question_id, a.em)), dict(zip(b.question_id, b.em)))
+
+
+# ---------------------------------------------------------------- Table 1
+
+METHOD_ORDER = ("base", "search-r1", "ssp", "coevokg")  # Table 1's row order within a backbone
+
+
+def latest_evals(con, datasets: Sequence[str] | None = None, split: str = "test") -> dict:
+    """{(backbone, method, dataset): eval_id}: the newest evaluation of each combination."""
+    ids = [r[0] for r in con.execute("SELECT DISTINCT eval_id FROM eval_outcomes").fetchall()]
+    latest: dict = {}
+    for eval_id in ids:
+        try:
+            p = parse_eval_id(eval_id)
+        except ValueError:
+            continue  # rows written by other tools keep their own ids; Table 1 skips them
+        if p["split"] != split or (datasets and p["dataset"] not in datasets):
+            continue
+        key = (p["backbone"], p["method"], p["dataset"])
+        if key not in latest or parse_eval_id(latest[key])["n"] < p["n"]:
+            latest[key] = eval_id
+    return latest
+
+
+def table1(con, datasets: Sequence[str] | None = ("tinyworld",), split: str = "test",
+           by: str | None = None):
+    """Accuracy (EM, %) shaped like the paper's Table 1: rows backbone x method, one column per
+    benchmark (``by='dataset'``) or, on TinyWorld, per question family (``by='family'``, the
+    default when the only dataset is 'tinyworld'), and ``Avg.`` the macro average.
+
+    Returns ``(DataFrame, markdown)``; the Markdown adds each row's gain in points over its
+    backbone's 'base' row, as the paper's subscripts.
+
+    Example:
+        >>> df, md = table1(store.connect(":memory:"))
+        >>> df.empty
+        True
+    """
+    import pandas as pd
+
+    datasets = list(datasets) if datasets else None
+    if by is None:
+        by = "family" if datasets == ["tinyworld"] else "dataset"
+    if by not in ("family", "dataset"):
+        raise ValueError(f"by={by!r}: expected 'family' or 'dataset'")
+    frames = []
+    for (backbone, method, _), eval_id in sorted(latest_evals(con, datasets, split).items()):
+        df = outcomes(con, eval_id)
+        frames.append(df.assign(backbone=backbone, method=method))
+    if not frames:
+        return pd.DataFrame(), "(no evaluations stored for this split)"
+    allrows = pd.concat(frames)
+    table = allrows.pivot_table(index=["backbone", "method"], columns=by, values="em", aggfunc="mean") * 100
+    table["Avg."] = table.mean(axis=1, skipna=False)
+    rank = {m: i for i, m in enumerate(METHOD_ORDER)}
+    order = sorted(table.index, key=lambda bm: (bm[0], rank.get(bm[1], len(rank)), bm[1]))
+    table = table.loc[order].round(1)
+    table.columns.name = None
+    return table, _markdown(table)
+
+
+def _markdown(table) -> str:
+    cols = list(table.columns)
+    lines = ["| backbone | method | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for (backbone, method), row in table.iterrows():
+        base = table.loc[(backbone, "base")] if (backbone, "base") in table.index else None
+        cells = []
+        for c in cols:
+            v = row[c]
+            cell = "-" if np.isnan(v) else f"{v:.1f}"
+            if base is not None and method != "base" and not np.isnan(v) and not np.isnan(base[c]):
+                cell += f" ({v - base[c]:+.1f})"
+            cells.append(cell)
+        lines.append(f"| {backbone} | {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

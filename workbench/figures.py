@@ -1,0 +1,448 @@
+"""The paper's tables and figures, from its reported numbers and from a user's runs, side by side.
+
+One builder per paper table or figure (seed 000): ``table1`` (main results), ``table2`` (build-up
+ablation with deltas and sign-test p-values), ``figure3`` (training dynamics: a validation
+accuracy, b verified chain pool and seed fallback rate, c KL and entropy) and ``figure4`` (average
+hops and p_s, generated vs seed questions). Each reads the paper side from ``workbench.paper`` and
+the "this run" side from the store, read-only: ``runs``, ``run_metrics`` (one JSON object per
+round) and ``eval_outcomes``. Every figure names the preset, seed and config hash of each run it
+shows. With no runs in the store, a builder shows the paper side alone and says so.
+
+Store conventions read here (written by the training loop and ``workbench eval``):
+- a Table 1 / Table 2 row of "this run" is an evaluated ``eval_outcomes.model``; when it equals
+  a ``runs.run`` the row is labelled with that run's method; the base is the one evaluated model
+  that is not a training run (gains are shown only when there is exactly one);
+- a benchmark column is the eval dataset, split by question family where the questions have one
+  (``tinyworld:bridge``); for each (model, dataset) only the latest evaluation counts;
+- Table 2's rows are the runs whose ``runs.method`` appears in ``BUILDUP`` (latest run per method).
+
+Example:
+    >>> from workbench import figures
+    >>> paths = figures.build_all(paper_only=True, out_dir=tmp)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from workbench import paper, paths
+
+# Table 2's build-up order: runs.method of each variant -> the paper's row label.
+BUILDUP: dict[str, str] = {
+    "ssp": "SSP (baseline)",
+    "ssp+c1": "+ KG task generation",
+    "ssp+c1+c2": "+ path/difficulty rewards",
+    "coevokg": "+ write back (full)",
+}
+PNG_HELP = ("PNG export off: kaleido needs a Chrome/Chromium (`apt-get install chromium` on Debian, "
+            "or `plotly_get_chrome`); wrote HTML only")
+_png_works: bool | None = None  # learnt on the first save; a missing browser is not retried
+
+
+# ---------------------------------------------------------------------------------------- saving
+
+def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> list[Path]:
+    """Write ``fig`` as ``<name>.html`` (always) and ``<name>.png`` (when a Chromium exists); print the paths.
+
+    ``out_dir`` defaults to ``paths.figures_dir()`` (env ``WORKBENCH_FIGURES``). The HTML loads
+    plotly.js from a ``plotly.min.js`` beside it, so it opens offline.
+
+    Example:
+        >>> save_fig(go.Figure(go.Bar(x=[1], y=[2])), "demo", out_dir=tmp)  # doctest: +SKIP
+        [PosixPath('.../demo.html'), PosixPath('.../demo.png')]
+    """
+    global _png_works
+    out = Path(out_dir) if out_dir else paths.figures_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    html = out / f"{name}.html"
+    fig.write_html(html, include_plotlyjs="directory")
+    written = [html]
+    if _png_works is not False:
+        try:
+            fig.write_image(out / f"{name}.png", width=1200, height=max(500, fig.layout.height or 500))
+            written.append(out / f"{name}.png")
+            _png_works = True
+        except Exception as err:  # kaleido raises plain RuntimeError/ValueError without a browser
+            _png_works = False
+            print(f"{PNG_HELP} ({type(err).__name__})")
+    for path in written:
+        print(path)
+    return written
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    cell = lambda v: "" if pd.isna(v) else (f"{v:g}" if isinstance(v, float) else str(v))  # noqa: E731
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Path | None = None) -> list[Path]:
+    """Write ``df`` as ``<name>.md`` (caption, then a Markdown table) and ``<name>.csv``; print the paths.
+
+    Example:
+        >>> save_table(pd.DataFrame({"a": [1.5]}), "demo", "A caption", out_dir=tmp)  # doctest: +SKIP
+    """
+    out = Path(out_dir) if out_dir else paths.figures_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    md, csv = out / f"{name}.md", out / f"{name}.csv"
+    md.write_text((f"{caption}\n\n" if caption else "") + _markdown(df))
+    df.to_csv(csv, index=False)
+    for path in (md, csv):
+        print(path)
+    return [md, csv]
+
+
+@contextlib.contextmanager
+def png_server() -> Iterator[None]:
+    """Keep one browser open for every ``save_fig`` inside (kaleido otherwise starts one per PNG).
+
+    Example:
+        >>> with png_server():  # doctest: +SKIP
+        ...     save_fig(fig_a, "a"); save_fig(fig_b, "b")
+    """
+    import kaleido
+    from choreographer.browsers.chromium import Chromium
+
+    # Without a browser kaleido's server thread dies and later calls wait forever: look first.
+    browser = Chromium.find_browser(skip_local=False)
+    started = bool(browser) and os.access(browser, os.X_OK)
+    if started:
+        kaleido.start_sync_server(silence_warnings=True)
+    try:
+        yield
+    finally:
+        if started:
+            kaleido.stop_sync_server(silence_warnings=True)
+
+
+# ------------------------------------------------------------------------------- reading the store
+
+def open_store(db: str | Path | None) -> duckdb.DuckDBPyConnection | None:
+    """The store at ``db`` opened read-only, or None when there is no such file (paper side only).
+
+    Example:
+        >>> open_store("/nonexistent.duckdb") is None
+        True
+    """
+    if db is None or not Path(db).exists():
+        return None
+    try:
+        return duckdb.connect(str(db), read_only=True)
+    except duckdb.IOException as err:
+        raise ValueError(f"{db}: cannot open the store read-only ({err}); is a run still writing to it?") from err
+
+
+def _has(con, table: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                            [table]).fetchone()[0])
+
+
+def store_runs(con) -> pd.DataFrame:
+    """The ``runs`` table (run, method, preset, seed, config_hash, steps, status), oldest first."""
+    cols = ["run", "method", "preset", "seed", "config_hash", "steps", "status"]
+    if con is None or not _has(con, "runs"):
+        return pd.DataFrame(columns=cols)
+    return con.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY created_at, run").df()
+
+
+def run_metrics(con) -> pd.DataFrame:
+    """One row per (run, round) with every key of the round's metrics JSON as a column."""
+    if con is None or not _has(con, "run_metrics"):
+        return pd.DataFrame(columns=["run", "round"])
+    rows = con.execute("SELECT run, round, metrics FROM run_metrics ORDER BY run, round").fetchall()
+    records = [{**json.loads(m), "run": run, "round": rnd} for run, rnd, m in rows]
+    return pd.DataFrame(records, columns=None if records else ["run", "round"])
+
+
+def describe_runs(runs: pd.DataFrame) -> str:
+    """The provenance line every figure carries: each run's method, preset, seed and config hash.
+
+    Example:
+        >>> describe_runs(pd.DataFrame([dict(run="r1", method="coevokg", preset="tiny", seed=0, config_hash="ab12")]))
+        'this run: r1 (coevokg) · preset tiny · seed 0 · config ab12'
+    """
+    if runs.empty:
+        return "no runs in the store: the paper's numbers alone"
+    return "<br>".join(f"this run: {r.run} ({r.method}) · preset {r.preset} · seed {r.seed} · config {r.config_hash}"
+                       for r in runs.itertuples())
+
+
+def eval_scores(con) -> pd.DataFrame:
+    """Accuracy (%) per evaluated model and benchmark, latest evaluation of each (model, dataset)."""
+    cols = ["model", "benchmark", "accuracy", "n"]
+    if con is None or not _has(con, "eval_outcomes"):
+        return pd.DataFrame(columns=cols)
+    family = ("CASE WHEN q.family IS NULL OR q.family = '' THEN e.dataset ELSE e.dataset || ':' || q.family END"
+              if _has(con, "questions") else "e.dataset")
+    join = "LEFT JOIN questions q USING (question_id)" if _has(con, "questions") else ""
+    return con.execute(f"""
+        WITH latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
+                        FROM eval_outcomes GROUP BY model, dataset)
+        SELECT e.model, {family} AS benchmark, 100 * avg(e.em) AS accuracy, count(*) AS n
+        FROM eval_outcomes e JOIN latest USING (model, dataset, eval_id) {join}
+        GROUP BY ALL ORDER BY model, benchmark""").df()[cols]
+
+
+def _paired(con, model_a: str, model_b: str) -> tuple[int, int]:
+    """(b right where a is wrong, a right where b is wrong) over the questions both answered."""
+    wins, losses = con.execute("""
+        WITH latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
+                        FROM eval_outcomes GROUP BY model, dataset),
+             o AS (SELECT e.* FROM eval_outcomes e JOIN latest USING (model, dataset, eval_id))
+        SELECT count(*) FILTER (WHERE b.em > a.em), count(*) FILTER (WHERE b.em < a.em)
+        FROM o a JOIN o b ON a.dataset = b.dataset AND a.question_id = b.question_id
+        WHERE a.model = ? AND b.model = ?""", [model_a, model_b]).fetchone()
+    return int(wins), int(losses)
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Exact two-sided sign test on the discordant pairs (Table 2's p); ties are dropped.
+
+    Example:
+        >>> round(sign_test(9, 1), 4)
+        0.0215
+    """
+    from scipy.stats import binomtest
+
+    return float(binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
+
+
+# ------------------------------------------------------------------------------------ the builders
+
+def _layout(fig: go.Figure, title: str, runs: pd.DataFrame, height: int) -> go.Figure:
+    lines = describe_runs(runs).count("<br>") + 1
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=describe_runs(runs))),
+                      height=height, margin=dict(t=90 + 16 * lines), template="plotly_white")
+    return fig
+
+
+def _table_trace(df: pd.DataFrame) -> go.Table:
+    fmt = lambda v: "" if pd.isna(v) else (f"{v:.1f}" if isinstance(v, float) else str(v))  # noqa: E731
+    return go.Table(header=dict(values=list(df.columns)),
+                    cells=dict(values=[[fmt(v) for v in df[c]] for c in df.columns]))
+
+
+def table1_paper() -> pd.DataFrame:
+    """Table 1 as printed, each cell "accuracy" with the gain over the backbone in its own column."""
+    wide = paper.table1_wide().reset_index()
+    gains = paper.table1().pivot(index=["backbone", "method"], columns="benchmark", values="gain")
+    wide["gain (Avg.)"] = [gains.loc[(b, m), "Avg."] for b, m in zip(wide.backbone, wide.method)]
+    return wide
+
+
+def table1_run(con) -> pd.DataFrame:
+    """Table 1's layout from the store: a row per evaluated model, a column per benchmark, ``Avg.``."""
+    scores = eval_scores(con)
+    if scores.empty:
+        return pd.DataFrame()
+    runs = store_runs(con).set_index("run")
+    wide = scores.pivot(index="model", columns="benchmark", values="accuracy")
+    wide["Avg."] = wide.mean(axis=1)  # the macro average, as the paper's Avg.
+    bases = [m for m in wide.index if m not in runs.index]
+    if len(bases) == 1:
+        wide["gain (Avg.)"] = wide["Avg."] - wide.loc[bases[0], "Avg."]
+    method = [runs.method.get(m, "base") for m in wide.index]
+    wide = wide.reset_index()
+    wide.insert(1, "method", method)
+    return wide.round(1)
+
+
+def table1(con=None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Table 1 (main results): ``({"paper": df, "this run": df}, figure)``, the two side by side.
+
+    Example:
+        >>> tables, fig = table1()
+        >>> tables["paper"].loc[3, "Avg."]  # Qwen2.5-3B-Instruct + CoEvoKG
+        np.float64(42.1)
+    """
+    tables = {"paper": table1_paper(), "this run": table1_run(con)}
+    runs = store_runs(con)
+    return tables, _tables_figure(tables, "Table 1: accuracy (%) per benchmark and macro average", runs)
+
+
+def table2_run(con, buildup: dict[str, str] | None = None) -> pd.DataFrame:
+    """Table 2's layout from the store: the build-up runs' macro averages, deltas and sign tests."""
+    buildup = buildup or BUILDUP
+    scores, runs = eval_scores(con), store_runs(con)
+    if scores.empty or runs.empty:
+        return pd.DataFrame()
+    avg = scores.groupby("model").accuracy.mean()
+    rows, previous = [], None
+    for method, label in buildup.items():
+        chosen = [r for r in runs[runs.method == method].run if r in avg.index]
+        if not chosen:
+            continue
+        run = chosen[-1]  # the latest run of this variant
+        row = {"variant": label, "run": run, "avg": avg[run], "delta": None, "p": None, "wins": None, "losses": None}
+        if previous is not None:
+            wins, losses = _paired(con, previous, run)
+            row.update(delta=avg[run] - avg[previous], p=sign_test(wins, losses), wins=wins, losses=losses)
+        rows.append(row)
+        previous = run
+    return pd.DataFrame(rows).round({"avg": 1, "delta": 1, "p": 4}) if rows else pd.DataFrame()
+
+
+def table2(con=None, buildup: dict[str, str] | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Table 2 (build-up ablation with deltas and paired sign-test p-values), paper and this run.
+
+    Example:
+        >>> tables, _ = table2()
+        >>> tables["paper"].delta.tolist()[1:]
+        [1.5, 1.1, 0.6]
+    """
+    tables = {"paper": paper.table2().drop(columns="provenance"), "this run": table2_run(con, buildup)}
+    return tables, _tables_figure(tables, "Table 2: build-up ablation (Δ and sign test vs previous row)",
+                                  store_runs(con))
+
+
+def _tables_figure(tables: dict[str, pd.DataFrame], title: str, runs: pd.DataFrame) -> go.Figure:
+    shown = {k: v for k, v in tables.items() if not v.empty}
+    fig = make_subplots(rows=len(shown), cols=1, specs=[[{"type": "table"}]] * len(shown),
+                        subplot_titles=list(shown), vertical_spacing=0.06)
+    for i, df in enumerate(shown.values(), start=1):
+        fig.add_trace(_table_trace(df), row=i, col=1)
+    return _layout(fig, title, runs, height=380 * len(shown))
+
+
+def figure3(con=None) -> go.Figure:
+    """Figure 3 (training dynamics): left the paper's stated numbers, right this run's curves per round.
+
+    Rows: a validation accuracy; b verified chain pool size and seed fallback rate; c KL and entropy.
+
+    Example:
+        >>> len(figure3().data) >= 1
+        True
+    """
+    runs, metrics = store_runs(con), run_metrics(con)
+    runs = runs[runs.run.isin(set(metrics.run))] if not metrics.empty else runs.iloc[0:0]
+    cols = 2 if not runs.empty else 1
+    specs = [[{"secondary_y": True}] * cols for _ in range(3)]
+    titles = []
+    for panel in ("a validation accuracy", "b chain pool and seed fallback", "c KL and entropy"):
+        titles += [f"{panel}: paper (what the text states)"] + ([f"{panel}: this run"] if cols == 2 else [])
+    fig = make_subplots(rows=3, cols=cols, specs=specs, subplot_titles=titles,
+                        horizontal_spacing=0.12, vertical_spacing=0.1)
+    _figure3_paper(fig)
+    if cols == 2:
+        _figure3_run(fig, runs, metrics)
+    return _layout(fig, "Figure 3: training dynamics (paper: Qwen2.5-7B-Instruct)", runs, height=1000)
+
+
+def _figure3_paper(fig: go.Figure) -> None:
+    f3 = paper.figure3()
+    budget = float(f3.query("kind == 'budget'").step.iloc[0])
+    for row in (1, 2, 3):
+        fig.update_xaxes(range=[0, budget], title_text="optimization step", row=row, col=1)
+    # Panel a: only the step marks the text gives; no curve is invented.
+    marks = f3.query("panel == 'a'")
+    for step in marks.step.unique():
+        fig.add_vline(x=step, line_dash="dot", row=1, col=1)
+    fig.add_trace(go.Scatter(x=marks.step, y=[0.9 - 0.25 * i for i in range(len(marks))], mode="markers+text",
+                             text=[f"{r.method}: {r.kind.replace('_', ' ')} ~{r.step:g}" for r in marks.itertuples()],
+                             textposition="middle right", showlegend=False), row=1, col=1)
+    fig.update_yaxes(title_text="validation accuracy", showticklabels=False, range=[0, 1], row=1, col=1)
+    # Panel b: the two stated seed fallback levels.
+    fig.add_trace(go.Scatter(x=[0, budget], y=[None, None], showlegend=False), row=2, col=1)
+    for r in f3.query("panel == 'b' and metric == 'seed_fallback_rate'").itertuples():
+        fig.add_hline(y=r.value, line_dash="dash", row=2, col=1,
+                      annotation_text=f"seed fallback {r.kind.replace('_approx', '')} ≈{r.value:.2f}")
+    fig.update_yaxes(title_text="seed fallback rate", range=[0, 0.5], row=2, col=1)
+    # Panels b (pool) and c: statements without numbers, shown as text.
+    for row, query in ((2, "panel == 'b' and kind == 'qualitative'"), (3, "panel == 'c'")):
+        text = "<br>".join(f"{r.metric}: {r.statement}" for r in f3.query(query).itertuples())
+        fig.add_trace(go.Scatter(x=[budget / 2], y=[0.1 if row == 2 else 0.5], mode="text", text=[text],
+                                 showlegend=False, textfont=dict(size=10)), row=row, col=1)
+    fig.update_yaxes(showticklabels=False, range=[0, 1], row=3, col=1)
+
+
+def _figure3_run(fig: go.Figure, runs: pd.DataFrame, metrics: pd.DataFrame) -> None:
+    panels = [(1, "val_em", False, "solid"), (2, "pool_chains", False, "solid"),
+              (2, "seed_fallback_rate", True, "dash"), (3, "kl", False, "solid"), (3, "entropy", True, "dash")]
+    for r in runs.itertuples():
+        m = metrics[metrics.run == r.run]
+        for row, key, secondary, dash in panels:
+            if key in m and m[key].notna().any():
+                fig.add_trace(go.Scatter(x=m["round"], y=m[key], mode="lines+markers", line_dash=dash,
+                                         name=f"{r.run} ({r.method}): {key}", legendgroup=r.run),
+                              row=row, col=2, secondary_y=secondary)
+    for row, (left, right) in enumerate([("val EM", None), ("pool chains", "seed fallback rate"),
+                                         ("KL", "entropy")], start=1):
+        fig.update_xaxes(title_text="round", row=row, col=2)
+        fig.update_yaxes(title_text=left, row=row, col=2, secondary_y=False)
+        if right:
+            fig.update_yaxes(title_text=right, row=row, col=2, secondary_y=True)
+
+
+def figure4(con=None) -> go.Figure:
+    """Figure 4: average hops and p_s of generated vs seed questions, paper bars beside this run's.
+
+    This run's values are the means over its rounds of ``avg_hops_generated``, ``avg_hops_seed``,
+    ``p_s_generated`` and ``p_s_seed``.
+
+    Example:
+        >>> [t.name for t in figure4().data]
+        ['paper (Qwen2.5-7B-Instruct)', 'paper (Qwen2.5-7B-Instruct)']
+    """
+    f4 = paper.figure4()
+    runs, metrics = store_runs(con), run_metrics(con)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["average hops", "p_s (solver success rate)"])
+    for col, metric in enumerate(("avg_hops", "p_s"), start=1):
+        rows = f4[f4.metric == metric]
+        text = [("≈" if a else "") + f"{v:g}" for v, a in zip(rows.value, rows.approx)]
+        fig.add_trace(go.Bar(x=rows.group, y=rows.value, text=text, name="paper (Qwen2.5-7B-Instruct)",
+                             marker_color="#636efa", showlegend=col == 1), row=1, col=col)
+    shown = []
+    for r in runs.itertuples():
+        m = metrics[metrics.run == r.run] if not metrics.empty else metrics
+        keys = [f"{metric}_{group}" for metric in ("avg_hops", "p_s") for group in ("generated", "seed")]
+        if m.empty or not any(k in m for k in keys):
+            continue
+        shown.append(r.run)
+        for col, metric in enumerate(("avg_hops", "p_s"), start=1):
+            y = [m[f"{metric}_{g}"].mean() if f"{metric}_{g}" in m else None for g in ("generated", "seed")]
+            fig.add_trace(go.Bar(x=["generated", "seed"], y=y, name=f"this run: {r.run} ({r.method})",
+                                 text=[None if v is None or pd.isna(v) else f"{v:.3g}" for v in y],
+                                 legendgroup=r.run, showlegend=col == 1), row=1, col=col)
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Figure 4: generated vs seed questions", runs[runs.run.isin(shown)], height=500)
+
+
+def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None) -> list[Path]:
+    """Build every paper table and figure (paper vs the runs in ``db``) and save them; return the paths.
+
+    ``db`` defaults to ``paths.default_db()``; ``paper_only`` ignores the store.
+
+    Example:
+        >>> written = build_all(paper_only=True, out_dir=tmp)  # doctest: +SKIP
+    """
+    db = db if db is not None else paths.default_db()
+    con = None if paper_only else open_store(db)
+    if not paper_only:
+        print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers alone")
+    written: list[Path] = []
+    try:
+        with png_server():
+            for name, builder in (("table1_main_results", table1), ("table2_buildup", table2)):
+                tables, fig = builder(con)
+                caption = f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
+                for side, df in tables.items():
+                    if not df.empty:
+                        written += save_table(df, f"{name}_{'paper' if side == 'paper' else 'run'}", caption, out_dir)
+                written += save_fig(fig, name, out_dir)
+            written += save_fig(figure3(con), "figure3_training_dynamics", out_dir)
+            written += save_fig(figure4(con), "figure4_generated_vs_seed", out_dir)
+    finally:
+        if con is not None:
+            con.close()
+    return written

@@ -1,0 +1,355 @@
+"""Random walks over the labelled hyperlink graph, vectorised over walks (seed 000, section 3.2).
+
+The paper builds G_0 "offline by random walks" because "walking a large knowledge graph online is
+expensive, since each hop queries an external graph database". Here the whole ``edges`` table is
+loaded once into a compressed sparse row (CSR) array and every hop of every walk is one numpy step.
+``bench_walks`` measures that design against a per-hop query loop and a set-based SQL walk.
+
+Example:
+    >>> import numpy as np
+    >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([0, 0, 1]), 3,
+    ...                         labels=("born in", "located in"))
+    >>> nodes, rels = random_walks(g, n_walks=2, hops=2, seed=0)
+    >>> nodes.shape, rels.shape
+    ((2, 3), (2, 2))
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CSRGraph:
+    """A directed multigraph in CSR form: the out-edges of node ``i`` are entries
+    ``indptr[i]:indptr[i+1]`` of ``indices`` (target node) and ``rels`` (relation id). Both carry
+    one trailing -1 entry that walks which have ended point at.
+
+    Node ``i`` is the store entity ``node_ids[i]``; relation id ``r`` is the label ``labels[r]``.
+    """
+
+    indptr: np.ndarray  # int64, n_nodes + 1
+    indices: np.ndarray  # int32/int64, n_edges + 1: target node; the last entry is a -1 sentinel
+    rels: np.ndarray  # int32, n_edges + 1: relation id; the last entry is a -1 sentinel
+    labels: tuple[str, ...]
+    node_ids: np.ndarray  # int64, n_nodes: the store's entity_id of each node
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.indptr[-1])
+
+    def degree(self) -> np.ndarray:
+        """Out-degree of every node."""
+        return np.diff(self.indptr)
+
+    def to_entity(self, nodes: np.ndarray) -> np.ndarray:
+        """Map node indices to store entity ids, keeping -1 (no node) as -1.
+
+        Example:
+            >>> g = CSRGraph.from_edges([0], [1], [0], 2, node_ids=[10, 20])
+            >>> g.to_entity(np.array([1, -1])).tolist()
+            [20, -1]
+        """
+        nodes = np.asarray(nodes)
+        return np.where(nodes >= 0, self.node_ids[np.maximum(nodes, 0)], -1)
+
+    @classmethod
+    def from_edges(cls, src, dst, rel_ids, n_nodes: int, labels=None, node_ids=None) -> "CSRGraph":
+        """Build from parallel arrays of node indices in ``[0, n_nodes)`` and relation ids.
+
+        Duplicate (src, dst, rel) rows are kept as given (``from_store`` removes them).
+
+        Example:
+            >>> g = CSRGraph.from_edges([0, 0, 1], [1, 2, 2], [0, 1, 0], 3)
+            >>> g.degree().tolist(), g.labels
+            ([2, 1, 0], ('r0', 'r1'))
+        """
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        rel_ids = np.asarray(rel_ids, dtype=np.int32)
+        if not (len(src) == len(dst) == len(rel_ids)):
+            raise ValueError(f"src, dst and rel_ids differ in length ({len(src)}, {len(dst)}, {len(rel_ids)})")
+        if len(src) and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n_nodes):
+            raise ValueError(f"edge endpoints must lie in [0, n_nodes={n_nodes})")
+        n_rels = int(rel_ids.max()) + 1 if len(rel_ids) else 0
+        if labels is None:
+            labels = tuple(f"r{i}" for i in range(n_rels))
+        if len(labels) < n_rels:
+            raise ValueError(f"{len(labels)} labels given for relation ids up to {n_rels - 1}")
+        # Stable sort keeps each node's neighbours in input order, so the graph (and every walk
+        # drawn from it) depends only on the input rows.
+        order = np.argsort(src, kind="stable")
+        counts = np.bincount(src, minlength=n_nodes)
+        indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        index_dtype = np.int32 if n_nodes < 2**31 else np.int64  # halves the random gathers' memory traffic
+        node_ids = np.arange(n_nodes, dtype=np.int64) if node_ids is None else np.asarray(node_ids, dtype=np.int64)
+        indices = np.append(dst[order], -1).astype(index_dtype)
+        return cls(indptr, indices, np.append(rel_ids[order], -1).astype(np.int32), tuple(labels), node_ids)
+
+    @classmethod
+    def from_store(cls, con) -> "CSRGraph":
+        """Load the store's ``edges`` table (distinct (src, dst, relation) rows).
+
+        Nodes are every entity of ``entities`` plus every edge endpoint, numbered in entity-id
+        order; relation ids number the labels alphabetically.
+
+        Example:
+            >>> from workbench import store
+            >>> con = store.connect(":memory:")
+            >>> _ = con.execute("INSERT INTO edges VALUES (5, 7, 'born in', 't'), (7, 9, 'located in', 't')")
+            >>> g = CSRGraph.from_store(con)
+            >>> g.n_nodes, g.n_edges, g.labels
+            (3, 2, ('born in', 'located in'))
+        """
+        labels = tuple(r for (r,) in con.execute(
+            "SELECT DISTINCT relation FROM edges WHERE relation IS NOT NULL ORDER BY relation").fetchall())
+        cols = con.execute("""
+            WITH labs AS (SELECT relation, (row_number() OVER (ORDER BY relation) - 1)::INTEGER AS rid
+                          FROM (SELECT DISTINCT relation FROM edges WHERE relation IS NOT NULL))
+            SELECT DISTINCT e.src, e.dst, l.rid FROM edges e JOIN labs l USING (relation)
+            ORDER BY e.src, e.dst, l.rid""").fetchnumpy()
+        src, dst, rid = (np.asarray(cols[k]) for k in ("src", "dst", "rid"))
+        node_ids = np.asarray(con.execute("""
+            SELECT entity_id AS id FROM entities UNION SELECT src FROM edges UNION SELECT dst FROM edges
+            ORDER BY id""").fetchnumpy()["id"], dtype=np.int64)
+        return cls.from_edges(np.searchsorted(node_ids, src), np.searchsorted(node_ids, dst), rid,
+                              len(node_ids), labels=labels, node_ids=node_ids)
+
+
+def hop_range(hops, name: str = "hops") -> tuple[int, int]:
+    """``3`` -> (3, 3); ``(2, 3)`` or ``range(2, 4)`` -> (2, 3); ``"2-3"`` -> (2, 3).
+
+    Raises ValueError naming the parameter (``name``) when the value is not N or MIN-MAX with 1 <= MIN <= MAX.
+
+    Example:
+        >>> hop_range("2-3"), hop_range(3), hop_range(range(2, 4))
+        ((2, 3), (3, 3), (2, 3))
+    """
+    try:
+        if isinstance(hops, range):
+            lo, hi = hops.start, hops.stop - 1
+        elif isinstance(hops, str):
+            parts = hops.strip().split("-")
+            if len(parts) not in (1, 2):
+                raise ValueError
+            lo, hi = int(parts[0]), int(parts[-1])
+        elif isinstance(hops, (tuple, list)):
+            lo, hi = (int(h) for h in hops)
+        else:
+            lo = hi = int(hops)
+    except (TypeError, ValueError):
+        lo = hi = None
+    if lo is None or not 1 <= lo <= hi:
+        raise ValueError(f"{name}: expected N or MIN-MAX with 1 <= MIN <= MAX (e.g. 3 or 2-3), got {hops!r}")
+    return lo, hi
+
+
+def random_walks(graph: CSRGraph, n_walks: int, hops, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n_walks`` uniform random walks, one numpy step per hop over all walks at once.
+
+    Each walk starts at a node drawn uniformly among nodes with out-edges (ours: the paper does
+    not say how starts are drawn) and moves to a uniformly drawn out-edge. With a hop range each
+    walk first draws its length uniformly in [MIN, MAX]. Returns ``nodes`` (n_walks, MAX + 1,
+    int64 node indices) and ``rels`` (n_walks, MAX, int32 relation ids); positions past a walk's
+    length or after a dead end are -1. The same graph and seed give the same walks.
+
+    Example:
+        >>> g = CSRGraph.from_edges([0, 1, 1], [1, 0, 2], [0, 1, 1], 3)
+        >>> nodes, rels = random_walks(g, 4, hops=(2, 3), seed=1)
+        >>> bool(((nodes[:, 1:] >= 0) == (rels >= 0)).all())
+        True
+    """
+    lo, hi = hop_range(hops)
+    if n_walks < 0:
+        raise ValueError(f"n_walks must be >= 0, got {n_walks}")
+    rng = np.random.default_rng(seed)
+    # Node -1 (a finished or dead walk) reads the trailing 0 of ``deg`` and the trailing sentinel
+    # edge of ``indices``/``rels``, so finished walks stay at -1 without compacting arrays.
+    deg = np.append(graph.degree(), 0).astype(np.int32)
+    sources = np.flatnonzero(deg > 0)
+    nodes = np.empty((n_walks, hi + 1), dtype=np.int64)
+    rels = np.empty((n_walks, hi), dtype=np.int32)
+    if len(sources) == 0:
+        nodes.fill(-1)
+        rels.fill(-1)
+        return nodes, rels
+    cur = sources[rng.integers(0, len(sources), n_walks)].astype(graph.indices.dtype)
+    nodes[:, 0] = cur
+    length = rng.integers(lo, hi + 1, n_walks) if lo < hi else None
+    for h in range(hi):
+        d = deg[cur]
+        if length is not None:
+            d[length <= h] = 0
+        off = graph.indptr[cur] + (rng.random(n_walks) * d).astype(np.int64)
+        off[d == 0] = graph.n_edges  # the sentinel edge: target -1, relation -1
+        cur = graph.indices[off]
+        nodes[:, h + 1] = cur
+        rels[:, h] = graph.rels[off]
+    return nodes, rels
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmark: CSR walker vs a per-hop query loop vs a set-based SQL walk (issue 2, "Speed").
+
+def synthetic_edges(n_edges: int, seed: int = 0, n_labels: int = 20):
+    """A seeded random multigraph with ``n_edges`` edges and power-law-ish degrees.
+
+    Nodes: ``max(n_edges // 8, 16)`` (ours); endpoint popularity ~ rank^-0.8 (ours), so a few hubs
+    have thousands of edges as in a hyperlink graph. Returns (src, dst, rel_ids, n_nodes).
+
+    Example:
+        >>> src, dst, rel, n = synthetic_edges(1000, seed=0)
+        >>> len(src), n
+        (1000, 125)
+    """
+    rng = np.random.default_rng(seed)
+    n_nodes = max(n_edges // 8, 16)
+    weight = np.arange(1, n_nodes + 1, dtype=np.float64) ** -0.8
+    cdf = np.cumsum(rng.permutation(weight))
+    cdf /= cdf[-1]
+    src = np.minimum(np.searchsorted(cdf, rng.random(n_edges)), n_nodes - 1)
+    dst = np.minimum(np.searchsorted(cdf, rng.random(n_edges)), n_nodes - 1)
+    rel = rng.integers(0, n_labels, n_edges).astype(np.int32)
+    return src.astype(np.int64), dst.astype(np.int64), rel, n_nodes
+
+
+def per_hop_walks(con, starts: np.ndarray, hops: int, seed: int = 0) -> np.ndarray:
+    """Walks by one ``SELECT ... WHERE src = ?`` per hop per walk: what serving each hop from a
+    graph database costs (the design seed 000, section 3.2 calls expensive). Returns node ids."""
+    rng = np.random.default_rng(seed)
+    out = np.full((len(starts), hops + 1), -1, dtype=np.int64)
+    for w, node in enumerate(starts):
+        out[w, 0] = node
+        for h in range(hops):
+            rows = con.execute("SELECT dst, rid FROM bench_edges WHERE src = ?", [int(node)]).fetchall()
+            if not rows:
+                break
+            node = rows[int(rng.integers(len(rows)))][0]
+            out[w, h + 1] = node
+    return out
+
+
+def sql_walks(con, starts: np.ndarray, hops: int, seed: int = 0, method: str = "csr") -> np.ndarray:
+    """Set-based walks in DuckDB: all walks advance one hop per statement.
+
+    ``method='window'``: join each walk to all out-edges of its node, draw ``random()`` in a
+    subquery (DuckDB refuses a volatile ORDER BY inside a window) and keep ``row_number() = 1``.
+    ``method='csr'``: the same walk over a numbered-neighbour table (CSR in SQL): draw one
+    offset ``floor(random() * degree)`` per walk and join on it, so hubs do not blow up the join.
+    Expects ``bench_nbr(src, k, dst, rid)`` and ``bench_deg(src, d)`` (see ``_prepare_sql``).
+    Returns node ids (walks, hops + 1); rows are in walk order.
+    """
+    con.execute("SELECT setseed(?)", [((seed % 1000) / 1000.0)]).fetchall()
+    con.register("bench_starts", {"walk": np.arange(len(starts)), "n0": np.asarray(starts)})
+    con.execute("CREATE OR REPLACE TEMP TABLE bw AS SELECT walk, n0, n0 AS cur FROM bench_starts")
+    cols = ["walk", "n0"]
+    for h in range(hops):
+        keep = ", ".join(f"w.{c}" for c in cols)
+        if method == "csr":
+            step = f"""SELECT {keep}, n.dst AS n{h + 1}, n.rid AS r{h}, n.dst AS cur
+                FROM (SELECT w.*, floor(random() * d.d)::BIGINT AS k FROM bw w JOIN bench_deg d ON d.src = w.cur) w
+                JOIN bench_nbr n ON n.src = w.cur AND n.k = w.k"""
+        elif method == "window":
+            step = f"""SELECT {keep}, n{h + 1}, r{h}, n{h + 1} AS cur FROM (
+                SELECT *, row_number() OVER (PARTITION BY walk ORDER BY u) AS rn FROM (
+                    SELECT w.*, e.dst AS n{h + 1}, e.rid AS r{h}, random() AS u
+                    FROM bw w JOIN bench_edges e ON e.src = w.cur)) w WHERE rn = 1"""
+        else:
+            raise ValueError(f"method: expected 'csr' or 'window', got {method!r}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE bw AS {step}")
+        cols += [f"n{h + 1}", f"r{h}"]
+    node_cols = ", ".join(f"n{h}" for h in range(hops + 1))
+    # Dead-ended walks drop out of the inner joins; the bench graph is walked from nodes with
+    # out-edges, and the count of rows returned is what is timed.
+    res = con.execute(f"SELECT {node_cols} FROM bw ORDER BY walk").fetchnumpy()
+    return np.stack([np.asarray(res[f"n{h}"]) for h in range(hops + 1)], axis=1) if len(res["n0"]) else \
+        np.zeros((0, hops + 1), dtype=np.int64)
+
+
+def _prepare_sql(con, src, dst, rel) -> None:
+    """Write the synthetic graph as a DuckDB table plus the indexes each SQL design gets."""
+    con.register("bench_in", {"src": src, "dst": dst, "rid": rel})
+    con.execute("CREATE OR REPLACE TABLE bench_edges AS SELECT * FROM bench_in")
+    con.unregister("bench_in")
+    # A graph database serves a hop from an index on the source; give the per-hop loop one too.
+    con.execute("CREATE INDEX bench_edges_src ON bench_edges (src)")
+    con.execute("""CREATE OR REPLACE TEMP TABLE bench_nbr AS
+        SELECT src, (row_number() OVER (PARTITION BY src ORDER BY dst, rid) - 1) AS k, dst, rid FROM bench_edges""")
+    con.execute("CREATE OR REPLACE TEMP TABLE bench_deg AS SELECT src, count(*) AS d FROM bench_edges GROUP BY src")
+
+
+def _rate(fn, n: int, min_seconds: float = 0.5) -> float:
+    """Walks per second of ``fn()`` (which does ``n`` walks), best of repeats within ~min_seconds."""
+    best, spent = float("inf"), 0.0
+    while spent < min_seconds or best == float("inf"):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        best, spent = min(best, dt), spent + dt
+    return n / best
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux ``ru_maxrss`` is in KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def bench_walks(args) -> dict:
+    """``workbench bench walks --edges N``: 3-hop walks per second of the CSR walker, a per-hop
+    DuckDB query loop and a set-based DuckDB SQL walk on one synthetic graph, with their ratios.
+
+    The CSR graph is built from the same DuckDB table the SQL designs read (``from_store``-style);
+    build times are not counted, walks are. The per-hop loop times ``per_hop`` walks (default 200)
+    and extrapolates the rate; the set-based SQL walk uses the faster of the two designs in
+    ``sql_walks`` (the strongest SQL baseline). ``args``: edges, walks (CSR walks, default
+    max(10**6, edges)), seed; optional per_hop, sql_walks.
+
+    Example:
+        >>> import argparse
+        >>> r = bench_walks(argparse.Namespace(edges=20000, walks=20000, seed=0, per_hop=20, sql_walks=2000))
+        >>> sorted(r)[:3]
+        ['csr_vs_per_hop', 'csr_vs_sql', 'csr_walks_per_s']
+    """
+    import duckdb
+
+    hops, seed = 3, int(getattr(args, "seed", 0) or 0)
+    n_edges = int(args.edges)
+    if n_edges < 1:
+        raise ValueError(f"--edges: expected a positive number of edges, got {n_edges}")
+    n_csr = int(getattr(args, "walks", None) or max(10**6, n_edges))
+    n_hop = int(getattr(args, "per_hop", None) or 200)
+    n_sql = int(getattr(args, "sql_walks", None) or min(200_000, max(n_edges // 5, 1000)))
+
+    src, dst, rel, n_nodes = synthetic_edges(n_edges, seed)
+    con = duckdb.connect(":memory:")
+    _prepare_sql(con, src, dst, rel)
+    del src, dst, rel
+    e = con.execute("SELECT src, dst, rid FROM bench_edges").fetchnumpy()
+    graph = CSRGraph.from_edges(e["src"], e["dst"], e["rid"], n_nodes)
+    del e
+
+    csr_rate = _rate(lambda: random_walks(graph, n_csr, hops, seed), n_csr)
+    starts = graph.node_ids[np.flatnonzero(graph.degree() > 0)]
+    starts = np.random.default_rng(seed).choice(starts, max(n_hop, n_sql))
+    hop_rate = _rate(lambda: per_hop_walks(con, starts[:n_hop], hops, seed), n_hop, min_seconds=0.0)
+    sql_rate = max(_rate(lambda: sql_walks(con, starts[:n_sql], hops, seed, method=m), n_sql, min_seconds=0.0)
+                   for m in ("csr", "window"))
+    con.close()
+    return {
+        "edges": n_edges,
+        "csr_walks_per_s": round(csr_rate),
+        "per_hop_walks_per_s": round(hop_rate, 1),
+        "sql_walks_per_s": round(sql_rate),
+        "csr_vs_per_hop": round(csr_rate / hop_rate, 1),
+        "csr_vs_sql": round(csr_rate / sql_rate, 1),
+        "peak_rss_mb": peak_rss_mb(),
+    }

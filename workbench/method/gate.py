@@ -1,0 +1,361 @@
+"""The quality gate (seed 000, section 3.2, Eq. 6): Q(q, a, c) = 1[no leak] * Verify(q, a, c).
+
+Order, as the paper fixes it: a deterministic filter first (:func:`filter_candidate`: broken
+candidates, an answer that is not a chain entity, answer leakage, not exactly one wh-question),
+then a verifier judging every surviving candidate of a chain in ONE grouped call on four
+dimensions in [0, 1]: chain faithfulness, a genuine multi-hop requirement, a single answer focus,
+and clarity. Two verifiers share the :class:`Verifier` interface: :class:`StructuralVerifier`
+(deterministic, for the tiny tier) and :class:`LLMVerifier` (a prompt and a parser, for capable
+backbones). The top k candidates with Q >= threshold are admitted.
+
+Aggregation of the dimension scores (ours; the paper's is in its unavailable appendix): the
+geometric mean, so a dimension at 0 vetoes the candidate and Q stays in [0, 1]; ``mean`` and
+``min`` are available by name.
+
+Example:
+    >>> from workbench.method.memory import ChainView
+    >>> chain = ChainView(0, "h", [1, 2, 3], ["Ann", "Rome", "Italy"], ["born in", "located in"],
+    ...                   ["Ann is an author born in Rome.", "Rome is a city located in Italy.", "Italy is a country."])
+    >>> v = gate(chain, [("In which country is the city where the author was born located?", "Italy"),
+    ...                  ("Where is Rome located?", "Italy"), None], StructuralVerifier(), 0.5, 1)
+    >>> [(x.admitted, x.reason) for x in v]
+    [(True, 'ok'), (False, "leak: names chain entity 'Rome'"), (False, 'extraction failed')]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Callable, Protocol, Sequence
+
+from workbench.policy.protocol import render_chain
+from workbench.scoring import normalize_answer
+
+DIMENSIONS = ("faithfulness", "multi_hop", "answer_focus", "clarity")
+WH_WORDS = frozenset({"what", "which", "who", "whom", "whose", "where", "when", "why", "how"})
+# Function words carry no chain content (ours; used by the structural verifier).
+STOPWORDS = frozenset(
+    "a an the of in on at to by for from with as is was were are be been being and or but that this "
+    "these those it its his her their there than then do does did has have had not no into onto "
+    "also same one other another".split()) | WH_WORDS
+
+
+@dataclass
+class Verdict:
+    """The gate's decision on one candidate; ``scores`` holds the four dimensions in [0, 1]."""
+
+    index: int
+    question: str | None
+    answer: str | None
+    extracted: bool
+    leak: bool = False
+    scores: dict[str, float] = field(default_factory=dict)
+    q: float = 0.0
+    admitted: bool = False
+    reason: str = ""
+
+
+class Verifier(Protocol):
+    """Judges all candidates of one chain in one grouped call; verdict i is candidate i."""
+
+    def judge(self, chain, candidates: Sequence[tuple[str, str]]) -> list[Verdict]: ...
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def _names(question: str, title: str) -> bool:
+    """Whole-word, case-insensitive mention of ``title`` in ``question``."""
+    t = " ".join(_words(title))
+    return bool(t) and f" {t} " in " " + " ".join(_words(question)) + " "
+
+
+def answer_position(chain, answer: str) -> int | None:
+    """Index of the chain entity whose normalised title equals the normalised answer, else None."""
+    target = normalize_answer(answer)
+    return next((i for i, t in enumerate(chain.titles) if target and normalize_answer(t) == target), None)
+
+
+def filter_candidate(chain, candidate: tuple[str, str] | None) -> Verdict | None:
+    """The deterministic filter: a rejecting Verdict (index 0, Q 0), or None when it passes.
+
+    Rejections, in order: 'extraction failed', 'empty', 'answer not in chain' (Eq. 2 requires
+    a in {e_1..e_L}), leakage (the normalised answer, or ANY chain entity title, named verbatim in
+    the question, case-insensitive), 'not one wh-question' (exactly one '?', ending the question,
+    and a wh-word).
+
+    Example:
+        >>> from workbench.method.memory import ChainView
+        >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""])
+        >>> filter_candidate(c, ("Where was Ann born?", "Rome")).reason
+        "leak: names chain entity 'Ann'"
+        >>> filter_candidate(c, ("Where was the author born?", "Rome")) is None
+        True
+    """
+    if candidate is None:
+        return Verdict(0, None, None, extracted=False, reason="extraction failed")
+    question, answer = (candidate[0] or "").strip(), (candidate[1] or "").strip()
+    if not question or not answer:
+        return Verdict(0, question, answer, extracted=False, reason="empty")
+    reject = lambda reason, leak=False: Verdict(0, question, answer, True, leak=leak, reason=reason)  # noqa: E731
+    if answer_position(chain, answer) is None:
+        return reject("answer not in chain")
+    norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
+    if norm_a and f" {norm_a} " in norm_q:
+        return reject("leak: answer in question", leak=True)
+    named = next((t for t in chain.titles if _names(question, t)), None)
+    if named is not None:
+        return reject(f"leak: names chain entity {named!r}", leak=True)
+    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
+        return reject("not one wh-question")
+    return None
+
+
+AGGREGATIONS: dict[str, Callable[[Sequence[float]], float]] = {
+    "geometric_mean": lambda xs: math.prod(xs) ** (1.0 / len(xs)),
+    "mean": lambda xs: sum(xs) / len(xs),
+    "min": min,
+}
+
+
+def quality(verdict: Verdict, aggregation: str = "geometric_mean") -> float:
+    """Eq. 6: Q = 1[no leak] * aggregate(the four dimension scores); a missing dimension scores 0.
+
+    Example:
+        >>> quality(Verdict(0, "q", "a", True, scores={"faithfulness": 1, "multi_hop": 0.5,
+        ...                                             "answer_focus": 1, "clarity": 0.5}))
+        0.7071067811865476
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {sorted(AGGREGATIONS)}")
+    if verdict.leak:
+        return 0.0
+    return float(AGGREGATIONS[aggregation]([verdict.scores.get(d, 0.0) for d in DIMENSIONS]))
+
+
+class StructuralVerifier:
+    """Deterministic verifier for the tiny tier: checks the question against the chain.
+
+    Scores (ours), from the question's content words (lowercase, stopwords and wh-words removed):
+
+    * faithfulness: the fraction of content words found in the chain's relation labels or node
+      passages, and 0 unless the answer is a chain entity;
+    * multi_hop: relations touched / 2, capped at 1, where a relation is *touched* when one of its
+      label's content words occurs in the question (at least two relations = a two-hop question);
+    * answer_focus: 1 when a relation incident to the answer node is touched, else 0;
+    * clarity: 1 when the question has one '?' at its end and min_words..max_words words, else 0.
+    """
+
+    def __init__(self, min_words: int = 4, max_words: int = 40):
+        self.min_words, self.max_words = min_words, max_words
+
+    def judge(self, chain, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
+        rel_words = [set(_words(r)) - STOPWORDS for r in chain.relations]
+        vocab = set().union(*rel_words, *(set(_words(p)) for p in chain.passages))
+        verdicts = []
+        for i, (question, answer) in enumerate(candidates):
+            words = _words(question)
+            content = [w for w in words if w not in STOPWORDS]
+            pos = answer_position(chain, answer)
+            touched = {j for j, rw in enumerate(rel_words) if rw & set(content)}
+            incident = {pos - 1, pos} if pos is not None else set()
+            scores = {
+                "faithfulness": (sum(w in vocab for w in content) / len(content)
+                                 if content and pos is not None else 0.0),
+                "multi_hop": min(len(touched), 2) / 2.0,
+                "answer_focus": 1.0 if touched & incident else 0.0,
+                "clarity": 1.0 if (question.count("?") == 1 and question.strip().endswith("?")
+                                   and self.min_words <= len(words) <= self.max_words) else 0.0,
+            }
+            weak = [d for d in DIMENSIONS if scores[d] < 1.0]
+            reason = "ok" if not weak else "weak: " + ", ".join(f"{d}={scores[d]:.2f}" for d in weak)
+            verdicts.append(Verdict(i, question, answer, True, scores=scores, reason=reason))
+        return verdicts
+
+
+VERIFIER_PROMPT = (
+    "You check generated multi-hop questions against the chain of linked articles they were "
+    "written from. For each candidate, score four properties from 0 to 1: faithfulness (the "
+    "question and answer follow the chain's relations and passages), multi_hop (answering needs "
+    "at least two hops of the chain), answer_focus (the question has exactly one short answer, the "
+    "given one), clarity (the question is clear and well formed). Set leak to true if the question "
+    "reveals the answer or names a chain entity. Reply with one JSON object per line, one line per "
+    'candidate, and nothing else, e.g. {"id": 1, "faithfulness": 0.9, "multi_hop": 1, '
+    '"answer_focus": 1, "clarity": 0.8, "leak": false, "reason": "short reason"}\n'
+)
+
+
+class LLMVerifier:
+    """The LLM verifier: one grouped prompt per chain, parsed per candidate.
+
+    ``generate_fn(prompt) -> text`` runs the model (chat template applied by the caller's
+    function). A candidate whose line is missing or unreadable scores 0 on every dimension, with
+    the reason saying so, so model junk can never admit a candidate.
+    """
+
+    def __init__(self, generate_fn: Callable[[str], str]):
+        self.generate_fn = generate_fn
+
+    @staticmethod
+    def prompt(chain, candidates: Sequence[tuple[str, str]]) -> str:
+        """The grouped prompt listing the chain and every candidate (numbered from 1)."""
+        lines = [f"{i + 1}. question: {q}\n   answer: {a}" for i, (q, a) in enumerate(candidates)]
+        return (VERIFIER_PROMPT + "Chain:\n" + render_chain(chain.titles, chain.relations, chain.passages)
+                + "\nCandidates:\n" + "\n".join(lines) + "\n")
+
+    def judge(self, chain, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
+        if not candidates:
+            return []
+        return parse_verdicts(self.generate_fn(self.prompt(chain, candidates)), candidates)
+
+
+_OBJECT = re.compile(r"\{[^{}]*\}")
+_FIELD = re.compile(r"""["']?(\w+)["']?\s*[:=]\s*("(?:[^"\\]|\\.)*"|'[^']*'|[^,}\s]+)""")
+
+
+def _loose_object(text: str) -> dict:
+    """key: value pairs from a JSON-ish object that json.loads refused (single quotes, True, ...)."""
+    out = {}
+    for key, raw in _FIELD.findall(text):
+        raw = raw.strip("\"'")
+        low = raw.lower()
+        if low in ("true", "false", "yes", "no"):
+            out[key] = low in ("true", "yes")
+        else:
+            try:
+                out[key] = float(raw)
+            except ValueError:
+                out[key] = raw
+    return out
+
+
+def _unit(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return min(1.0, max(0.0, float(value)))
+
+
+def parse_verdicts(text: str, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
+    """Parse the verifier's per-candidate JSON(-ish) lines; junk -> scores 0 with a reason.
+
+    Objects are matched to candidates by their ``id`` (1-based), else by order of appearance.
+    Scores outside [0, 1] are clipped; a non-numeric or missing dimension makes the whole
+    candidate score 0 (reason 'unreadable ...').
+
+    Example:
+        >>> out = ('{"id": 2, "faithfulness": 1, "multi_hop": 1, "answer_focus": 1, "clarity": 0.5, '
+        ...        '"leak": false, "reason": "fine"}\\nI cannot judge the first one.')
+        >>> [(v.scores["clarity"], v.reason) for v in parse_verdicts(out, [("q1?", "a"), ("q2?", "b")])]
+        [(0.0, 'unreadable verifier output: no line for candidate 1'), (0.5, 'fine')]
+    """
+    objects: list[dict] = []
+    for match in _OBJECT.finditer(text):
+        try:
+            obj = json.loads(match.group(0))
+        except ValueError:
+            obj = _loose_object(match.group(0))
+        if isinstance(obj, dict):
+            objects.append(obj)
+    by_id: dict[int, dict] = {}
+    unnumbered = []
+    for obj in objects:
+        ident = obj.get("id")
+        if isinstance(ident, (int, float)) and not isinstance(ident, bool) and float(ident).is_integer() \
+                and 1 <= int(ident) <= len(candidates) and int(ident) not in by_id:
+            by_id[int(ident)] = obj
+        elif "id" not in obj:
+            unnumbered.append(obj)
+    for i in range(1, len(candidates) + 1):
+        if i not in by_id and unnumbered:
+            by_id[i] = unnumbered.pop(0)
+    verdicts = []
+    for i, (question, answer) in enumerate(candidates):
+        obj = by_id.get(i + 1)
+        zero = {d: 0.0 for d in DIMENSIONS}
+        if obj is None:
+            verdicts.append(Verdict(i, question, answer, True, scores=zero,
+                                    reason=f"unreadable verifier output: no line for candidate {i + 1}"))
+            continue
+        scores = {d: _unit(obj.get(d)) for d in DIMENSIONS}
+        bad = [d for d, s in scores.items() if s is None]
+        if bad:
+            verdicts.append(Verdict(i, question, answer, True, scores=zero,
+                                    reason=f"unreadable verifier output: {', '.join(bad)} missing or not a number"))
+            continue
+        leak = obj.get("leak")
+        leak = leak if isinstance(leak, bool) else str(leak).strip().lower() in ("true", "yes", "1")
+        reason = str(obj.get("reason", "")).strip() or "ok"
+        verdicts.append(Verdict(i, question, answer, True, leak=leak, scores=scores, reason=reason))
+    return verdicts
+
+
+def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier, threshold: float,
+         top_k: int, aggregation: str = "geometric_mean") -> list[Verdict]:
+    """Eq. 6 on all M candidates of one chain; the top k with Q >= threshold are admitted.
+
+    Returns one Verdict per candidate, in input order (``index`` = position). Ties in Q are broken
+    by candidate order, so the gate is deterministic given the verifier.
+    """
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k!r}")
+    verdicts: list[Verdict | None] = []
+    survivors: list[int] = []
+    for i, cand in enumerate(candidates):
+        rejected = filter_candidate(chain, cand)
+        verdicts.append(None if rejected is None else replace(rejected, index=i))
+        if rejected is None:
+            survivors.append(i)
+    judged = verifier.judge(chain, [(candidates[i][0].strip(), candidates[i][1].strip()) for i in survivors])
+    if len(judged) != len(survivors):
+        raise ValueError(f"verifier returned {len(judged)} verdicts for {len(survivors)} candidates")
+    for i, v in zip(survivors, judged):
+        verdicts[i] = replace(v, index=i, q=quality(v, aggregation), admitted=False)
+    # Q = 0 (a leak, a vetoed dimension) is never admitted, even at threshold 0.
+    ranked = sorted((v for v in verdicts if v.extracted and v.q >= threshold and v.q > 0),
+                    key=lambda v: (-v.q, v.index))
+    for v in ranked[:top_k]:
+        v.admitted = True
+    return verdicts
+
+
+def store_verdicts(con, run: str, round: int, chain_id: int, verdicts: Sequence[Verdict],
+                   rewards: Sequence[float | None] | None = None,
+                   p_s: Sequence[float | None] | None = None) -> list[int]:
+    """Write one row per verdict to ``candidates`` (one transaction); returns the candidate ids.
+
+    ``rewards`` and ``p_s``, when given, align with ``verdicts`` (None = no value).
+    """
+    import pandas as pd
+
+    from workbench import store
+    from workbench.method.memory import next_free_id
+
+    n = len(verdicts)
+    for name, seq in (("rewards", rewards), ("p_s", p_s)):
+        if seq is not None and len(seq) != n:
+            raise ValueError(f"store_verdicts: {name} has {len(seq)} values for {n} verdicts")
+    if n == 0:
+        return []
+    with store.transaction(con):
+        first = next_free_id(con, "candidates", "candidate_id")
+        ids = list(range(first, first + n))
+        frame = pd.DataFrame({
+            "candidate_id": ids, "run": run, "round": int(round), "chain_id": int(chain_id),
+            "idx": [v.index for v in verdicts], "question": [v.question for v in verdicts],
+            "answer": [v.answer for v in verdicts], "extracted": [v.extracted for v in verdicts],
+            "admitted": [v.admitted for v in verdicts],
+            "scores": [json.dumps(v.scores, sort_keys=True) for v in verdicts],
+            "reason": [v.reason for v in verdicts],
+            "p_s": pd.array(list(p_s) if p_s is not None else [None] * n, dtype="Float64"),
+            "reward": pd.array(list(rewards) if rewards is not None else [None] * n, dtype="Float64"),
+        })
+        con.register("_gate_rows", frame)
+        try:
+            con.execute("INSERT INTO candidates SELECT candidate_id, run, round, chain_id, idx, question, "
+                        "answer, extracted, admitted, scores::JSON, reason, p_s, reward FROM _gate_rows")
+        finally:
+            con.unregister("_gate_rows")
+    return ids

@@ -1,0 +1,308 @@
+"""The CoEvoKG round, in the paper's fixed order (seed 000, section 3.5), and the runs built on it.
+
+One round t (= one optimisation step):
+
+1. the proposer samples chains from G_t and writes M candidates per chain (Eq. 2);
+2. the quality gate admits the top k per chain (Eq. 6); an empty slot takes a seed question;
+3. the solver rolls out G trajectories per admitted question (Eq. 3);
+4. rewards: R_s (Eq. 7) with S_path (Eqs. 8-9) for the solver, R_p (Eq. 10) for the proposer;
+5. one update of the shared backbone from the round's batch (Eqs. 11-12);
+6. verified write-back advances G_t to G_t+1 (section 3.4).
+
+The baselines and the build-up ablation rows (Tables 1-2) are ``MethodSpec`` values of the same
+loop, under a matched budget: the same number of question slots, G rollouts per slot, and one
+optimiser step per round.
+
+The methods themselves (Search-R1, SSP, C1, C2, CoEvoKG) are ``MethodSpec`` rows in
+``workbench/method/methods.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from workbench import store
+from workbench.config import Config
+from workbench.kg.pool import Chain, load_pool, sample_chains
+from workbench.method import rewards as R
+from workbench.method.methods import MethodSpec
+from workbench.method.gate import StructuralVerifier, Verdict, gate, store_verdicts
+from workbench.method.memory import ChainView, RetrievedPassage, WriteBackItem, write_back
+from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
+from workbench.method.rollout import Trajectory, batch_tensors, rollout, store_trajectories
+from workbench.method.update import (NonFiniteGuard, entropy_from_logits, grpo_advantages, logprobs_from_logits,
+                                     policy_loss, probability_scale, reinforce_pp_advantages)
+from workbench.policy import protocol
+from workbench.scoring import exact_match
+
+
+@dataclass
+class Slot:
+    """One solver batch slot: an admitted generated question, or a seed-pool fallback."""
+
+    question_id: int
+    question: str
+    answers: list[str]
+    hops: int
+    source: str  # 'generated' or 'seed'
+    chain: ChainView | None = None
+    candidate: int | None = None  # index into the round's proposer sequences
+
+
+@dataclass
+class RoundBatch:
+    """Everything one round produced before the update."""
+
+    slots: list[Slot] = field(default_factory=list)
+    proposer_seqs: list[Trajectory] = field(default_factory=list)
+    proposer_rewards: list[float | None] = field(default_factory=list)
+    trajectories: list[Trajectory] = field(default_factory=list)
+    solver_rewards: list[float] = field(default_factory=list)
+    r_ans: list[float] = field(default_factory=list)
+    s_path: list[float] = field(default_factory=list)
+    verdicts: list[tuple[int, int, list[Verdict]]] = field(default_factory=list)  # (chain_id, first seq, verdicts)
+    n_candidates: int = 0
+    n_admitted: int = 0
+
+
+def chain_view(chain: Chain) -> ChainView:
+    """The fields the method reads from a pool chain: titles, relations and node passages."""
+    passages = [""] * len(chain.entity_ids)
+    for ev in chain.evidence:
+        if ev.target == "node" and ev.text and not passages[ev.position]:
+            passages[ev.position] = ev.text
+    return ChainView(chain.chain_id, chain.hash, list(chain.entity_ids), list(chain.titles),
+                     list(chain.relations), passages)
+
+
+class OpenGate:
+    """SSP's verifier: no chain to check against, so every candidate that passes the
+    deterministic filter (extraction, leakage, one wh-question) scores 1 on every dimension."""
+
+    def judge(self, chain, candidates):
+        dims = ("faithfulness", "multi_hop", "single_answer", "clarity")
+        return [Verdict(i, q, a, True, scores={d: 1.0 for d in dims}) for i, (q, a) in enumerate(candidates)]
+
+
+class Trainer:
+    """Holds the policy, its frozen reference, the optimiser and the search tool of one run."""
+
+    def __init__(self, con, cfg: Config, spec: MethodSpec, run: str, policy, reference, search):
+        self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
+        self.policy, self.reference, self.search = policy, reference, search
+        self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.method.lr, weight_decay=0.0)
+        self.guard = NonFiniteGuard(cfg.method.max_non_finite)
+        self.verifier = StructuralVerifier() if spec.task_source == "kg_chains" else OpenGate()
+        self.path_params = PathSupportParams(tau_path=cfg.method.tau_path)
+        self.titles: dict[int, str] = dict(con.execute(
+            "SELECT entity_id, title FROM entities").fetchall())
+        self.seed_pool = con.execute(
+            "SELECT question_id, question, answers, coalesce(hops, 1) FROM questions "
+            "WHERE dataset = 'tinyworld' AND split = 'seed' ORDER BY question_id").fetchall()
+        if not self.seed_pool:
+            raise ValueError("the store has no seed-pool questions (questions with split 'seed'); "
+                             "build a world first: workbench world --db ...")
+
+    # -- 1-2: proposer and gate ------------------------------------------------------------
+    def _task_chains(self, t: int) -> list[ChainView]:
+        m = self.cfg.method
+        if self.spec.task_source == "kg_chains":
+            run = self.run if self.spec.write_back else None
+            return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self._seed(t, 1),
+                                                        run=run, round=t)]
+        ids = self.con.execute(
+            "SELECT e.entity_id FROM entities e WHERE e.kind = 'entity' AND EXISTS "
+            "(SELECT 1 FROM passages p WHERE p.entity_id = e.entity_id) ORDER BY e.entity_id").fetchnumpy()["entity_id"]
+        picked = np.random.default_rng(self._seed(t, 1)).choice(ids, size=m.chains_per_round, replace=False)
+        out = []
+        for eid in picked:
+            text = self.con.execute("SELECT text FROM passages WHERE entity_id = ? ORDER BY paragraph LIMIT 1",
+                                    [int(eid)]).fetchone()[0]
+            out.append(ChainView(-1, "", [int(eid)], [self.titles[int(eid)]], [], [text]))
+        return out
+
+    def propose(self, t: int, batch: RoundBatch) -> None:
+        """Eq. 2 and Eq. 6: M candidates per chain, gated; empty slots take seed questions."""
+        m, r = self.cfg.method, self.cfg.rollout
+        n_slots = m.chains_per_round * m.admit_top_k
+        if self.spec.task_source == "seed_pool":
+            batch.slots = self._seed_slots(t, n_slots)
+            return
+        chains = self._task_chains(t)
+        prompts = [self.policy.chat_prompt(protocol.proposer_user_message(c.titles, c.relations, c.passages))
+                   for c in chains for _ in range(m.candidates_per_chain)]
+        gens = self.policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=r.temperature,
+                                    top_p=r.top_p, stop=(protocol.ANSWER_CLOSE,), seed=self._seed(t, 2))
+        base = len(batch.proposer_seqs)
+        for i, (prompt, g) in enumerate(zip(prompts, gens)):
+            batch.proposer_seqs.append(Trajectory(i, 0, prompt, self.policy.encode(prompt), list(g.token_ids),
+                                                  [1] * len(g.token_ids), list(g.logprobs), text=g.text))
+            batch.proposer_rewards.append(None)
+        for c_idx, chain in enumerate(chains):
+            lo = base + c_idx * m.candidates_per_chain
+            cands = [protocol.parse_candidate(batch.proposer_seqs[lo + j].text) for j in range(m.candidates_per_chain)]
+            verdicts = gate(chain, cands, self.verifier, m.gate_threshold, m.admit_top_k)
+            batch.n_candidates += len(verdicts)
+            for v in verdicts:
+                if not v.extracted:  # the paper's small fixed penalty (section 3.3)
+                    batch.proposer_rewards[lo + v.index] = m.extraction_penalty
+            admitted = [v for v in verdicts if v.admitted]
+            batch.n_admitted += len(admitted)
+            for v in admitted:
+                qid = self._store_generated(t, chain, v)
+                batch.slots.append(Slot(qid, v.question, [v.answer], max(1, len(chain.titles) - 1), "generated",
+                                        chain, lo + v.index))
+            batch.verdicts.append((chain.chain_id, lo, verdicts))
+        missing = n_slots - len(batch.slots)
+        if missing > 0:  # seed fallback (section 3.2)
+            batch.slots += self._seed_slots(t, missing)
+
+    def _seed_slots(self, t: int, k: int) -> list[Slot]:
+        rng = np.random.default_rng(self._seed(t, 3))
+        picked = rng.choice(len(self.seed_pool), size=min(k, len(self.seed_pool)), replace=False)
+        return [Slot(int(q), text, list(ans), int(h), "seed") for q, text, ans, h in
+                (self.seed_pool[int(i)] for i in picked)]
+
+    def _store_generated(self, t: int, chain: ChainView, v: Verdict) -> int:
+        qid = store.next_id(self.con, "questions", "question_id")
+        self.con.execute("INSERT INTO questions VALUES (?, ?, ?, 'generated', ?, ?, ?, ?, 'proposer')",
+                         [qid, f"generated/{self.run}", f"round-{t}", v.question, [v.answer],
+                          chain.entity_ids, max(1, len(chain.titles) - 1)])
+        return qid
+
+    # -- 3-4: rollouts and rewards ---------------------------------------------------------
+    def solve(self, t: int, batch: RoundBatch) -> None:
+        """Eq. 3: G rollouts per slot at the training temperature."""
+        r, m = self.cfg.rollout, self.cfg.method
+        batch.trajectories = rollout(
+            self.policy, self.search, [s.question for s in batch.slots], m.group_size, max_turns=r.max_turns,
+            topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
+            max_total_tokens=r.max_total_tokens, seed=self._seed(t, 4))
+
+    def reward(self, t: int, batch: RoundBatch, graph: EvidenceGraph) -> dict:
+        """Eq. 7 (solver, with Eqs. 8-9) and Eq. 10 or the method's proposer reward."""
+        m = self.cfg.method
+        solver_reward = R.SOLVER_REWARDS[self.spec.solver_reward]
+        schedule = R.Schedule(t, m.steps, m.p_start, m.p_end, m.sigma)
+        p_s = {"generated": [], "seed": []}
+        for traj in batch.trajectories:
+            slot = batch.slots[traj.question_index]
+            r_ans = exact_match(traj.answer or "", slot.answers)
+            path = extract_path(traj.queries, traj.entity_ids, self._titles_for(traj, slot), traj.answer)
+            s_path = graph.path_support(path).s_path if len(path) >= 2 else 0.0
+            traj.path = path
+            batch.r_ans.append(r_ans)
+            batch.s_path.append(s_path)
+            batch.solver_rewards.append(solver_reward(r_ans, s_path, m.beta_path))
+        g = m.group_size
+        for i, slot in enumerate(batch.slots):
+            correct = tuple(bool(x) for x in batch.r_ans[i * g:(i + 1) * g])
+            p_s[slot.source].append(R.success_rate(correct))
+            if slot.source == "generated" and self.spec.proposer_reward:
+                outcome = R.GroupOutcome(correct, tuple(batch.solver_rewards[i * g:(i + 1) * g]))
+                batch.proposer_rewards[slot.candidate] = R.PROPOSER_REWARDS[self.spec.proposer_reward](outcome, schedule)
+        return p_s
+
+    def _titles_for(self, traj: Trajectory, slot: Slot) -> dict[int, str]:
+        ids = set(traj.entity_ids) | set(slot.chain.entity_ids if slot.chain else [])
+        return {e: self.titles[e] for e in ids if e in self.titles}
+
+    # -- 5: update -------------------------------------------------------------------------
+    def update(self, t: int, batch: RoundBatch) -> dict:
+        """Section 3.5: one clipped-surrogate step with the k3 KL to the frozen reference.
+
+        Solver rows carry GRPO advantages (Eq. 11) broadcast to their generated tokens; proposer
+        rows carry REINFORCE++ advantages (Eq. 12), whitened over the global proposer batch with the
+        reward at the terminal token. Retrieved tokens are masked out (loss_mask = 0).
+        """
+        m = self.cfg.method
+        rows: list[Trajectory] = []
+        advantages: list[torch.Tensor] = []
+        solver_adv = grpo_advantages(torch.tensor(batch.solver_rewards, dtype=torch.float32), m.group_size, m.adv_eps)
+        for traj, a in zip(batch.trajectories, solver_adv):
+            rows.append(traj)
+            advantages.append(torch.full((len(traj.response_ids),), float(a)) * torch.tensor(traj.loss_mask))
+        scored = [(s, r) for s, r in zip(batch.proposer_seqs, batch.proposer_rewards) if r is not None and s.response_ids]
+        if scored:
+            width = max(len(s.response_ids) for s, _ in scored)
+            mask = torch.zeros(len(scored), width)
+            terminal = torch.zeros(len(scored))
+            for i, (s, r) in enumerate(scored):
+                mask[i, :len(s.response_ids)] = 1
+                terminal[i] = r
+            prop_adv = reinforce_pp_advantages(terminal, mask, gamma=m.gamma, eps=m.adv_eps)
+            for i, (s, _) in enumerate(scored):
+                rows.append(s)
+                advantages.append(prop_adv[i, :len(s.response_ids)])
+        total_tokens = sum(int(sum(r.loss_mask)) for r in rows)
+        if total_tokens == 0:
+            return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "skipped": 1}
+        self.policy.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0}
+        pad = self.policy.tokenizer.pad_token_id
+        order = sorted(range(len(rows)), key=lambda i: rows[i].length)  # similar lengths pad less
+        for start in range(0, len(order), m.micro_batch):
+            idx = order[start:start + m.micro_batch]
+            tensors = batch_tensors([rows[i] for i in idx], pad)
+            adv = torch.zeros_like(tensors["old_logprobs"])
+            for j, i in enumerate(idx):
+                p = len(rows[i].prompt_ids)
+                adv[j, p:p + len(advantages[i])] = advantages[i]
+            new_logp, entropy = _logprobs_and_entropy(self.policy, tensors)
+            with torch.no_grad():
+                ref_logp, _ = _logprobs_and_entropy(self.reference, tensors, entropy=False)
+            mask = tensors["loss_mask"].float()
+            adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
+            loss, stats = policy_loss(new_logp, tensors["old_logprobs"], ref_logp, adv, mask,
+                                      m.clip_eps, m.kl_coef)
+            share = float(mask.sum()) / total_tokens  # token-mean over the whole round batch
+            (loss * share).backward()
+            sums["loss"] += float(loss) * share
+            sums["kl"] += float(stats["kl"]) * share
+            sums["clip_fraction"] += float(stats.get("clip_fraction", 0.0)) * share
+            sums["entropy"] += float(entropy) * share
+        self.policy.model.eval()
+        if not self.guard.check(sums["loss"], sums["kl"], step=t):
+            self.optimizer.zero_grad(set_to_none=True)
+            return {**sums, "skipped": 1}
+        torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), m.max_grad_norm)
+        self.optimizer.step()
+        return {**sums, "skipped": 0}
+
+    # -- 6: write-back ---------------------------------------------------------------------
+    def write_back(self, t: int, batch: RoundBatch, trajectory_ids: list[int]) -> dict:
+        """Section 3.4: verified evidence of generated-question trajectories into G_t+1."""
+        if not self.spec.write_back:
+            return {"new_chains": 0, "merged_evidence": 0, "skipped_duplicates": 0, "rejected": 0}
+        wanted = sorted({p for tr in batch.trajectories for p in tr.passage_ids})
+        texts = dict(self.con.execute(
+            "SELECT passage_id, text FROM passages WHERE passage_id IN (SELECT unnest(?))", [wanted]).fetchall()) if wanted else {}
+        items = []
+        for tr, tid, r_ans, s_path in zip(batch.trajectories, trajectory_ids, batch.r_ans, batch.s_path):
+            slot = batch.slots[tr.question_index]
+            if slot.chain is None or slot.chain.chain_id < 0:
+                continue  # seed slots and SSP entities have no originating chain
+            passages = [RetrievedPassage(p, e, texts.get(p, "")) for p, e in zip(tr.passage_ids, tr.entity_ids)]
+            items.append(WriteBackItem(tid, slot.chain, r_ans, s_path, list(tr.path), passages))
+        return write_back(self.con, self.run, t, items, tau_path=self.cfg.method.tau_path)
+
+    def _seed(self, t: int, stage: int) -> int:
+        return int(self.cfg.method.seed) * 1_000_003 + t * 101 + stage
+
+
+def _logprobs_and_entropy(policy, tensors: dict, entropy: bool = True):
+    """Per-token log-probs of the given tokens, aligned like ``Policy.token_logprobs`` (position 0
+    and padding are 0), and the policy's mean entropy over the loss tokens, from one forward pass."""
+    ids, attn = tensors["input_ids"].to(policy.device), tensors["attention_mask"].to(policy.device)
+    logits = policy.model(input_ids=ids, attention_mask=attn, use_cache=False).logits[:, :-1]
+    picked = logprobs_from_logits(logits, ids[:, 1:]) * attn[:, 1:]
+    logp = torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
+    if not entropy:
+        return logp, None
+    with torch.no_grad():
+        ent = entropy_from_logits(logits.detach(), tensors["loss_mask"][:, 1:].to(policy.device))
+    return logp, ent

@@ -1,0 +1,227 @@
+"""Verified graph memory: evidence write-back from G_t to G_t+1 (seed 000, section 3.4).
+
+A trajectory is written back when it is correct and path-supported (R_ans = 1 and
+S_path >= tau_path). Deduplication is by :func:`workbench.kg.pool.chain_hash` of the lowercased
+entity sequence of the path it traversed (Eq. 8):
+
+* a NEW sequence becomes a new chain (``origin`` 'writeback', ``run``, ``created_round`` = t + 1,
+  the trajectory id); its relation labels come from the originating chain where the path follows
+  it, else from the ``edges`` table, else 'related to';
+* a KNOWN sequence (a chain of this run's pool with that hash: G_0 or this run's write-back;
+  usually the originating chain itself) only merges NEW evidence into it.
+
+Evidence matching (ours): a retrieved passage is attached to the target chain's node i when its
+entity is that node, and to edge i (node i -> i+1) when its text names both endpoint titles
+(case-insensitive whole words). An evidence row (chain, position, target, passage) that the run's
+pool already holds is skipped, so replaying a round's write-back changes nothing. Every row records
+the run, round t + 1 (it belongs to G_t+1) and the trajectory id; the whole write-back is one
+transaction, set-based (Arrow/pandas frames joined in SQL, no row-by-row inserts).
+
+Example:
+    >>> from workbench import store
+    >>> con = store.connect(":memory:")
+    >>> _ = con.execute("INSERT INTO entities VALUES (1,'Ann','person','entity','t'), (2,'Rome','city','entity','t')")
+    >>> chain = ChainView(0, chain_hash(["Ann", "Rome"]), [1, 2], ["Ann", "Rome"], ["born in"], ["", ""])
+    >>> item = WriteBackItem(7, chain, 1, 0.9, [1, 2], [RetrievedPassage(10, 1, "Ann was born in Rome.")])
+    >>> write_back(con, "r", 0, [item])
+    {'new_chains': 1, 'merged_evidence': 2, 'skipped_duplicates': 0, 'rejected': 0}
+    >>> write_back(con, "r", 0, [item])
+    {'new_chains': 0, 'merged_evidence': 0, 'skipped_duplicates': 2, 'rejected': 0}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import pandas as pd
+
+from workbench import store
+from workbench.kg.pool import chain_hash
+
+DEFAULT_RELATION = "related to"  # ours: a path step no chain or edge labels
+
+
+@dataclass(frozen=True)
+class ChainView:
+    """The chain fields the method reads (Eq. 1): one title and node passage per entity."""
+
+    chain_id: int
+    hash: str
+    entity_ids: list[int]
+    titles: list[str]
+    relations: list[str]  # len(titles) - 1 labels, relations[i] links node i to node i + 1
+    passages: list[str]
+
+
+@dataclass(frozen=True)
+class RetrievedPassage:
+    """One passage a trajectory retrieved."""
+
+    passage_id: int
+    entity_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class WriteBackItem:
+    """One solver trajectory offered to write-back."""
+
+    trajectory_id: int
+    chain: ChainView  # the originating chain (the one its question was generated from)
+    r_ans: float
+    s_path: float
+    path: list[int]  # Eq. 8's entity path, entity ids
+    passages: list[RetrievedPassage]
+
+
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
+
+
+def _validate(i: int, item: WriteBackItem) -> None:
+    where = f"write-back item {i} (trajectory {getattr(item, 'trajectory_id', None)!r})"
+    if not isinstance(item, WriteBackItem):
+        raise ValueError(f"{where}: expected a WriteBackItem, got {type(item).__name__}")
+    if not isinstance(item.trajectory_id, int):
+        raise ValueError(f"{where}: trajectory_id must be an int")
+    if item.r_ans not in (0, 1):
+        raise ValueError(f"{where}: r_ans must be 0 or 1, got {item.r_ans!r}")
+    if not all(isinstance(e, int) for e in item.path):
+        raise ValueError(f"{where}: path must be a list of entity ids (ints), got {item.path!r}")
+    for p in item.passages:
+        if not (isinstance(p, RetrievedPassage) and isinstance(p.passage_id, int)
+                and isinstance(p.entity_id, int) and isinstance(p.text, str)):
+            raise ValueError(f"{where}: bad retrieved passage {p!r} (expected passage_id, entity_id ints and text)")
+
+
+def next_free_id(con, table: str, column: str) -> int:
+    """store.next_id, fully fetched: DuckDB 2 refuses ``register`` while a fetchone() result is open."""
+    return int(con.execute(f"SELECT coalesce(max({column}) + 1, 0) FROM {table}").fetchall()[0][0])
+
+
+def _titles(con, ids: set[int]) -> dict[int, str]:
+    con.register("_wb_ids", pd.DataFrame({"entity_id": sorted(ids)}, dtype="int64"))
+    try:
+        return dict(con.execute("SELECT e.entity_id, e.title FROM entities e JOIN _wb_ids USING (entity_id)")
+                    .fetchall())
+    finally:
+        con.unregister("_wb_ids")
+
+
+def _edge_labels(con, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    if not pairs:
+        return {}
+    frame = pd.DataFrame(sorted(pairs), columns=["src", "dst"], dtype="int64")
+    con.register("_wb_pairs", frame)
+    try:
+        rows = con.execute("SELECT p.src, p.dst, min(e.relation) FROM _wb_pairs p JOIN edges e "
+                           "ON e.src = p.src AND e.dst = p.dst GROUP BY p.src, p.dst").fetchall()
+    finally:
+        con.unregister("_wb_pairs")
+    return {(s, d): r for s, d, r in rows}
+
+
+def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_path: float = 0.5) -> dict:
+    """Write the verified evidence of round t's trajectories into G_t+1 (section 3.4).
+
+    Returns counts: ``new_chains`` (new sequences), ``merged_evidence`` (evidence rows written,
+    into new or known chains), ``skipped_duplicates`` (rows already in the pool or repeated in this
+    batch), ``rejected`` (items failing R_ans = 1 and S_path >= tau_path, or with a path of fewer
+    than two entities). A malformed item raises ValueError and leaves the store unchanged.
+    """
+    if not isinstance(run, str) or not run:
+        raise ValueError(f"write_back: run must be a non-empty name, got {run!r}")
+    if not isinstance(round, int) or round < 0:
+        raise ValueError(f"write_back: round must be an int >= 0, got {round!r}")
+    for i, item in enumerate(items):
+        _validate(i, item)
+    accepted = [it for it in items if it.r_ans == 1 and it.s_path >= tau_path and len(it.path) >= 2]
+    counts = {"new_chains": 0, "merged_evidence": 0, "skipped_duplicates": 0, "rejected": len(items) - len(accepted)}
+    if not accepted:
+        return counts
+    out_round = round + 1
+    with store.transaction(con):
+        titles = _titles(con, {e for it in accepted for e in it.path})
+        for it in accepted:
+            unknown = [e for e in it.path if e not in titles]
+            if unknown:
+                raise ValueError(f"write-back trajectory {it.trajectory_id}: path entities {unknown} "
+                                 "are not in the entities table")
+        hashes = [chain_hash([titles[e] for e in it.path]) for it in accepted]
+        con.register("_wb_hashes", pd.DataFrame({"hash": sorted(set(hashes))}))
+        try:
+            known = dict(con.execute(
+                "SELECT c.hash, min(c.chain_id) FROM chains c JOIN _wb_hashes h USING (hash) "
+                "WHERE c.run IS NULL OR c.run = ? GROUP BY c.hash", [run]).fetchall())
+        finally:
+            con.unregister("_wb_hashes")
+
+        # New sequences: one chain per distinct new hash, created by its first trajectory.
+        next_chain = next_free_id(con, "chains", "chain_id")
+        new_chains, new_nodes = [], []
+        label_pairs = {(u, v) for it in accepted for u, v in zip(it.path, it.path[1:])}
+        edge_labels: dict | None = None
+        for it, h in zip(accepted, hashes):
+            if h in known:
+                continue
+            if edge_labels is None:
+                edge_labels = _edge_labels(con, label_pairs)
+            known[h] = cid = next_chain
+            next_chain += 1
+            origin = dict(zip(zip(it.chain.entity_ids, it.chain.entity_ids[1:]), it.chain.relations))
+            new_chains.append((cid, h, len(it.path) - 1, run, out_round, "writeback", it.trajectory_id))
+            for pos, e in enumerate(it.path):
+                nxt = it.path[pos + 1] if pos + 1 < len(it.path) else None
+                label = None if nxt is None else origin.get((e, nxt)) or edge_labels.get((e, nxt)) or DEFAULT_RELATION
+                new_nodes.append((cid, pos, e, label))
+        if new_chains:
+            con.register("_wb_chains", pd.DataFrame(new_chains, columns=[
+                "chain_id", "hash", "hops", "run", "created_round", "origin", "trajectory_id"]))
+            con.register("_wb_nodes", pd.DataFrame(new_nodes, columns=["chain_id", "position", "entity_id", "relation"]))
+            try:
+                con.execute("INSERT INTO chains SELECT * FROM _wb_chains")
+                con.execute("INSERT INTO chain_nodes SELECT * FROM _wb_nodes")
+            finally:
+                con.unregister("_wb_chains")
+                con.unregister("_wb_nodes")
+        counts["new_chains"] = len(new_chains)
+
+        # Candidate evidence rows: every (node | edge) of the target chain a passage matches.
+        rows = []
+        for it, h in zip(accepted, hashes):
+            cid, keys = known[h], [_words(titles[e]) for e in it.path]
+            for p in it.passages:
+                text = _words(p.text)
+                for pos, e in enumerate(it.path):
+                    if p.entity_id == e:
+                        rows.append((len(rows), cid, pos, "node", p.entity_id, p.passage_id, p.text, it.trajectory_id))
+                    if pos + 1 < len(it.path) and keys[pos] in text and keys[pos + 1] in text:
+                        rows.append((len(rows), cid, pos, "edge", p.entity_id, p.passage_id, p.text, it.trajectory_id))
+        if not rows:
+            return counts
+        frame = pd.DataFrame(rows, columns=["seq", "chain_id", "position", "target", "entity_id", "passage_id",
+                                            "text", "trajectory_id"])
+        con.register("_wb_rows", frame)
+        try:
+            first = next_free_id(con, "evidence", "evidence_id")
+            (written,) = con.execute("""
+                INSERT INTO evidence (evidence_id, chain_id, position, target, entity_id, passage_id, text,
+                                      source, run, round, trajectory_id)
+                WITH firsts AS (
+                    SELECT * FROM _wb_rows QUALIFY row_number() OVER (
+                        PARTITION BY chain_id, position, target, passage_id ORDER BY seq) = 1),
+                fresh AS (
+                    SELECT f.* FROM firsts f WHERE NOT EXISTS (
+                        SELECT 1 FROM evidence e WHERE e.chain_id = f.chain_id AND e.position = f.position
+                        AND e.target = f.target AND e.passage_id = f.passage_id
+                        AND (e.run IS NULL OR e.run = $run)))
+                SELECT $first + row_number() OVER (ORDER BY seq) - 1, chain_id, position, target, entity_id,
+                       passage_id, text, 'writeback', $run, $round, trajectory_id FROM fresh
+                """, {"first": first, "run": run, "round": out_round}).fetchall()[0]
+        finally:
+            con.unregister("_wb_rows")
+        counts["merged_evidence"] = int(written)
+        counts["skipped_duplicates"] = len(rows) - int(written)
+    return counts

@@ -1,0 +1,49 @@
+"""The methods of Tables 1-2 as configurations of one loop (seed 000, sections 4.1 and 4.5).
+
+Under a matched budget every method gets the same question slots per round, G rollouts per slot,
+and one optimiser step per round; they differ only in the fields below.
+
+Example:
+    >>> sorted(METHODS)
+    ['c1', 'c2', 'coevokg', 'search_r1', 'ssp']
+    >>> method_spec("coevokg").write_back
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One row of Tables 1-2 as a configuration of the loop.
+
+    task_source: 'kg_chains' (C1: questions from KG chains through the quality gate),
+    'answer_entity' (SSP: the proposer sees one answer entity, no KG structure) or 'seed_pool'
+    (Search-R1: the fixed human-written pool, no proposer). solver_reward / proposer_reward name
+    entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
+    """
+
+    name: str
+    task_source: str
+    solver_reward: str
+    proposer_reward: str | None
+    write_back: bool
+    label: str = ""
+
+
+METHODS: dict[str, MethodSpec] = {m.name: m for m in (
+    MethodSpec("search_r1", "seed_pool", "exact_match", None, False, "Search-R1"),
+    MethodSpec("ssp", "answer_entity", "exact_match", "ssp_adversarial", False, "SSP"),
+    MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
+    MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
+    MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),
+)}
+
+
+def method_spec(name: str) -> MethodSpec:
+    """The named method; an unknown name raises ValueError listing the known ones."""
+    if name not in METHODS:
+        raise ValueError(f"--method: unknown method {name!r}; expected one of {sorted(METHODS)}")
+    return METHODS[name]

@@ -1,0 +1,80 @@
+"""The chain-based proposer (seed 000, section 3.2, Eq. 2): (q, a) ~ pi_p(. | c), a in {e_1..e_L}.
+
+Prompts and parsing are the shared protocol's (:mod:`workbench.policy.protocol`); the answer-in-
+chain requirement of Eq. 2 is enforced by the gate (reason 'answer not in chain').
+
+Proposer rewards (section 3.3, "R_p = R_diff, while a candidate with failed extraction receives a
+small fixed penalty instead"), per candidate, in :func:`proposer_rewards`:
+
+* extraction failed (no ``<question>``/``<answer>``, or an empty one): ``extraction_penalty``
+  (MethodConfig.extraction_penalty, ours);
+* admitted by the gate and posed to the solver: the registry's reward of its G rollouts
+  (``coevokg_difficulty`` = Eq. 10 by default);
+* extracted but not admitted (leak, answer not in chain, below threshold, beyond top k), or admitted
+  but not posed: None -- excluded from the proposer update. Our reading of the paper: quality acts as
+  a hard gate, not a reward term, "so the proposer is optimized only over questions that already
+  passed the quality bar", and only failed extraction is penalised.
+
+Example:
+    >>> from workbench.method.memory import ChainView
+    >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["Ann ...", "Rome ..."])
+    >>> proposer_prompts(lambda user: "<user>" + user, [c])[0].startswith("<user>Write one question")
+    True
+    >>> parse_candidates(["<question>Where?</question><answer>Rome</answer>", "junk"])
+    [('Where?', 'Rome'), None]
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+from workbench.method.gate import Verdict
+from workbench.method.rewards import PROPOSER_REWARDS, GroupOutcome, Schedule
+from workbench.policy import protocol
+
+
+def proposer_prompts(policy_chat_prompt: Callable[[str], str], chains: Sequence, m: int = 1) -> list[str]:
+    """One prompt per chain (each repeated ``m`` times, chain-major), through the policy's chat format.
+
+    ``policy_chat_prompt(user_message) -> prompt text`` applies the backbone's chat template.
+    """
+    if m < 1:
+        raise ValueError(f"m (candidates per chain) must be >= 1, got {m!r}")
+    prompts = []
+    for chain in chains:
+        text = policy_chat_prompt(protocol.proposer_user_message(chain.titles, chain.relations, chain.passages))
+        prompts.extend([text] * m)
+    return prompts
+
+
+def parse_candidates(texts: Sequence[str]) -> list[tuple[str, str] | None]:
+    """(question, answer) per generation, or None where extraction failed (protocol.parse_candidate)."""
+    return [protocol.parse_candidate(t) for t in texts]
+
+
+def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOutcome], schedule: Schedule,
+                     extraction_penalty: float, reward: str = "coevokg_difficulty") -> list[float | None]:
+    """R_p per candidate of one chain (see the module docstring); None = not in the update.
+
+    ``outcomes`` maps a verdict's ``index`` to the G rollouts of that admitted candidate.
+
+    Example:
+        >>> vs = [Verdict(0, None, None, False), Verdict(1, "q?", "a", True, admitted=True),
+        ...       Verdict(2, "q?", "a", True)]
+        >>> proposer_rewards(vs, {1: GroupOutcome((True, False))}, Schedule(0, 10, 0.5, 0.5, 0.2), -0.1)
+        [-0.1, 1.0, None]
+    """
+    fn = PROPOSER_REWARDS[reward]
+    known = {v.index for v in verdicts}
+    for index in outcomes:
+        if index not in known or not next(v for v in verdicts if v.index == index).admitted:
+            raise ValueError(f"proposer_rewards: outcome for candidate {index}, which the gate did not admit")
+    rewards: list[float | None] = []
+    for v in verdicts:
+        if not v.extracted:
+            rewards.append(float(extraction_penalty))
+        elif v.admitted and v.index in outcomes:
+            rewards.append(float(fn(outcomes[v.index], schedule)))
+        else:
+            rewards.append(None)
+    return rewards

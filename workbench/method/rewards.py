@@ -1,0 +1,201 @@
+"""The closed-form rewards of CoEvoKG (seed 000, section 3.3) and the registries of variants.
+
+* :func:`solver_reward` -- Eq. 7, R_s = R_ans (1 + beta S_path).
+* :func:`path_score` -- Eq. 9, S_path as the smoothed geometric mean of the step supports.
+* :func:`difficulty_reward` -- Eq. 10, the bell around the annealed target success rate p*(t).
+* :func:`success_rate` -- p_s = n_c / G from final-answer correctness (section 3.3).
+
+Proposer rewards take ``(outcome: GroupOutcome, schedule: Schedule)``; solver rewards take
+``(r_ans, s_path, beta)``. Both are registries keyed by name (``PROPOSER_REWARDS``,
+``SOLVER_REWARDS``) so the other seeds' variants are config values.
+
+Example:
+    >>> round(solver_reward(1, 0.5), 3)
+    1.1
+    >>> PROPOSER_REWARDS["ssp_adversarial"](GroupOutcome((True, False, False, False)), Schedule(0, 10))
+    0.75
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from workbench.method.registry import Registry
+
+
+def _check_unit(name: str, value: float) -> float:
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+    return value
+
+
+def solver_reward(r_ans: float, s_path: float, beta: float = 0.2) -> float:
+    """Eq. 7: R_s = R_ans (1 + beta S_path), with S_path counted only when R_ans = 1.
+
+    ``r_ans`` is answer correctness in {0, 1}; ``s_path`` in [0, 1] (Eq. 9); beta = 0.2 (paper).
+    An incorrect answer gets 0 whatever its path support (no process credit, section 3.3).
+
+    Example:
+        >>> solver_reward(1, 0.5, beta=0.2)   # 1 * (1 + 0.2 * 0.5)
+        1.1
+        >>> solver_reward(0, 1.0)
+        0.0
+    """
+    if r_ans not in (0, 1):
+        raise ValueError(f"r_ans must be 0 or 1 (answer correctness), got {r_ans!r}")
+    if not r_ans:
+        return 0.0
+    return 1.0 + beta * _check_unit("s_path", s_path)
+
+
+def path_score(step_supports: Sequence[float], eps: float) -> float:
+    """Eq. 9: S_path = exp( 1/(L-1) * sum_i log(M(e_i, e_i+1) + eps) ), capped at 1.
+
+    ``step_supports`` are the L-1 values M(e_i, e_i+1) in [0, 1] of consecutive path entities.
+    Ours: a path with no step (fewer than two entities) has no traceable hop and scores 0; the cap
+    min(1, .) keeps S_path in [0, 1] as the paper states (it only bites when every M is near 1).
+
+    Example:
+        >>> round(path_score([1.0, 0.25], eps=0.0), 6)   # sqrt(1 * 0.25)
+        0.5
+        >>> round(path_score([0.0, 1.0], eps=0.01), 4)   # sqrt(0.01 * 1.01): one unsupported hop sinks it
+        0.1005
+    """
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps!r}")
+    if len(step_supports) == 0:
+        return 0.0
+    total = 0.0
+    for m in step_supports:
+        if not 0.0 <= m <= 1.0:
+            raise ValueError(f"step support M must lie in [0, 1], got {m!r}")
+        if m + eps == 0.0:
+            return 0.0  # log(0): the geometric mean is exactly 0
+        total += math.log(m + eps)
+    return min(1.0, math.exp(total / len(step_supports)))
+
+
+def target_success_rate(step: int, total_steps: int, p_start: float, p_end: float) -> float:
+    """Eq. 10's schedule: p*(t) = p*_s - (p*_s - p*_e) t / T (linear anneal, t clipped to [0, T]).
+
+    Example:
+        >>> round(target_success_rate(5, 10, 0.7, 0.4), 6)
+        0.55
+    """
+    if total_steps <= 0:
+        raise ValueError(f"total_steps must be positive, got {total_steps!r}")
+    t = min(max(step, 0), total_steps)
+    return p_start - (p_start - p_end) * t / total_steps
+
+
+def difficulty_reward(p_s: float, step: int, total_steps: int, p_start: float, p_end: float,
+                      sigma: float) -> float:
+    """Eq. 10: R_diff = exp(-(p_s - p*(t))^2 / (2 sigma^2)) with the annealed target p*(t).
+
+    Example:
+        >>> round(difficulty_reward(0.55, 5, 10, 0.7, 0.4, 0.2), 6)  # at the target
+        1.0
+        >>> round(difficulty_reward(0.75, 5, 10, 0.7, 0.4, 0.2), 6)  # one sigma off: exp(-1/2)
+        0.606531
+    """
+    if sigma <= 0:
+        raise ValueError(f"sigma must be positive, got {sigma!r}")
+    target = target_success_rate(step, total_steps, p_start, p_end)
+    return math.exp(-((_check_unit("p_s", p_s) - target) ** 2) / (2.0 * sigma ** 2))
+
+
+def success_rate(correct: Sequence[bool]) -> float:
+    """p_s = n_c / G: the fraction of a question's G rollouts whose final answer is correct.
+
+    Final-answer correctness only, never the process-augmented R_s (section 3.3).
+
+    Example:
+        >>> success_rate([True, False, True, False])
+        0.5
+    """
+    if len(correct) == 0:
+        raise ValueError("success_rate needs at least one rollout (G >= 1)")
+    return sum(bool(c) for c in correct) / len(correct)
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """What the G solver rollouts of one admitted question produced.
+
+    ``correct``: final-answer correctness per rollout; ``scores``: the solver rewards R_s per
+    rollout (read by score-based rewards such as EoG's variance; empty means "use correct").
+    """
+
+    correct: tuple[bool, ...]
+    scores: tuple[float, ...] = ()
+
+    def values(self) -> list[float]:
+        return [float(s) for s in self.scores] if self.scores else [float(c) for c in self.correct]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Where training is (step t of T) and Eq. 10's schedule; defaults are MethodConfig's (ours)."""
+
+    step: int
+    total_steps: int
+    p_start: float = 0.7
+    p_end: float = 0.4
+    sigma: float = 0.2
+
+
+PROPOSER_REWARDS = Registry("proposer reward")
+SOLVER_REWARDS = Registry("solver reward")
+
+
+@PROPOSER_REWARDS.register("coevokg_difficulty")
+def coevokg_difficulty(outcome: GroupOutcome, schedule: Schedule) -> float:
+    """CoEvoKG (Eq. 10): the difficulty bell at p_s = success_rate(outcome.correct)."""
+    return difficulty_reward(success_rate(outcome.correct), schedule.step, schedule.total_steps,
+                             schedule.p_start, schedule.p_end, schedule.sigma)
+
+
+@PROPOSER_REWARDS.register("ssp_adversarial")
+def ssp_adversarial(outcome: GroupOutcome, schedule: Schedule) -> float:
+    """SSP's adversarial reward 1 - acc (seed 000, section 4: the build-up ablation's start)."""
+    return 1.0 - success_rate(outcome.correct)
+
+
+@PROPOSER_REWARDS.register("dr_zero")
+def dr_zero(outcome: GroupOutcome, schedule: Schedule) -> float:
+    """Dr. Zero style: (n - k)/(n - 1) for k of n correct; an unsolved question (k = 0) earns 0.
+
+    Hardest solvable (k = 1) scores 1, trivial (k = n) 0. Our reading of the seed README's
+    "(n - k)/(n - 1)"; needs n >= 2.
+    """
+    n, k = len(outcome.correct), sum(bool(c) for c in outcome.correct)
+    if n < 2:
+        raise ValueError(f"dr_zero needs at least 2 rollouts, got {n}")
+    return 0.0 if k == 0 else (n - k) / (n - 1)
+
+
+@PROPOSER_REWARDS.register("eog_variance")
+def eog_variance(outcome: GroupOutcome, schedule: Schedule) -> float:
+    """EoG (seed 004): the population variance of the solver's scores over the G rollouts.
+
+    With binary scores this is p_s (1 - p_s), peaking at 0.25 on the capability boundary.
+    """
+    values = outcome.values()
+    if not values:
+        raise ValueError("eog_variance needs at least one rollout")
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / len(values)
+
+
+@SOLVER_REWARDS.register("exact_match")
+def exact_match_reward(r_ans: float, s_path: float = 0.0, beta: float = 0.2) -> float:
+    """Search-R1: the outcome reward R_ans alone (path support and beta ignored)."""
+    if r_ans not in (0, 1):
+        raise ValueError(f"r_ans must be 0 or 1 (answer correctness), got {r_ans!r}")
+    return float(r_ans)
+
+
+SOLVER_REWARDS.register("coevokg")(solver_reward)

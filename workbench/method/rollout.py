@@ -1,0 +1,221 @@
+"""Batched multi-turn solver rollouts with search (seed 000, sections 3.3 and 4.1).
+
+The solver answers in turns (Search-R1 protocol, ``workbench.policy.protocol``): each turn the
+policy generates until ``</search>`` or ``</answer>``; every search of the batch runs in one
+``search.search(queries, k)`` call and its top-k passages come back inside
+``<information> ... </information>``; an invalid action gets ``protocol.INVALID_ACTION``. A row
+finishes on ``<answer>``, after ``max_turns`` turns (paper: 8), or at ``max_total_tokens``;
+finished rows leave the batch. Sampling uses temperature 0.6 / top-p 0.95 for training and
+temperature 0 (greedy) for evaluation (paper, section 4.1).
+
+Token bookkeeping: rollouts keep token ids end to end (the text is never re-tokenised), so
+``prompt_ids + response_ids`` is exactly what the model saw. ``loss_mask`` is 1 on generated
+tokens and 0 on inserted information and corrective tokens (retrieved tokens are excluded from
+any loss); ``old_logprobs`` hold the raw-policy log-prob of each generated token (0 elsewhere).
+
+Our choices (the paper's appendix is unavailable): a search written in the last allowed turn is
+not executed (no turn is left to read it; it is not listed in ``queries``); an information block
+that would cross ``max_total_tokens`` is cut to fit and the row finishes with reason 'length';
+batch time is shared equally among the rows active in that turn (``gen_seconds``,
+``search_seconds`` sum to the wall time).
+
+Example:
+    >>> trajs = rollout(policy, search_tool, ["Where was Kavimo born?"], n_samples=8)  # doctest: +SKIP
+    >>> trajs[0].finished_reason in {"answer", "max_turns", "length"}  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from workbench.policy import protocol
+
+
+@dataclass
+class Trajectory:
+    """One solver rollout. ``response_ids``, ``loss_mask`` and ``old_logprobs`` align."""
+
+    question_index: int
+    sample: int
+    prompt: str
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    old_logprobs: list[float] = field(default_factory=list)
+    text: str = ""
+    turns: int = 0
+    queries: list[str] = field(default_factory=list)
+    passage_ids: list[int] = field(default_factory=list)
+    entity_ids: list[int] = field(default_factory=list)
+    answer: str | None = None
+    n_generated: int = 0
+    n_retrieved: int = 0
+    gen_seconds: float = 0.0
+    search_seconds: float = 0.0
+    finished_reason: str | None = None
+
+    @property
+    def length(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+    def _append(self, ids: list[int], text: str, generated: bool, logprobs: list[float] | None = None) -> None:
+        self.response_ids += ids
+        self.loss_mask += [int(generated)] * len(ids)
+        self.old_logprobs += logprobs if generated else [0.0] * len(ids)
+        self.text += text
+        if generated:
+            self.n_generated += len(ids)
+        else:
+            self.n_retrieved += len(ids)
+
+
+def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: int = 8, topk: int = 3,
+            temperature: float = 0.6, top_p: float = 0.95, max_new_tokens: int = 64,
+            max_total_tokens: int = 1024, seed: int = 0) -> list[Trajectory]:
+    """Roll out ``n_samples`` trajectories per question, batched; order is question-major.
+
+    ``search`` is any object with ``search(list[str], k) -> list[list[Hit]]`` and
+    ``render(hits) -> str`` (``workbench.search.tool.SearchTool``). Deterministic by ``seed``.
+
+    Example:
+        >>> trajs = rollout(policy, tool, ["Who directed Rutel?"], 4, temperature=0)  # doctest: +SKIP
+        >>> [t.sample for t in trajs]  # doctest: +SKIP
+        [0, 1, 2, 3]
+    """
+    if n_samples < 1 or max_turns < 1 or topk < 1 or max_new_tokens < 1:
+        raise ValueError(f"rollout: n_samples, max_turns, topk and max_new_tokens must be >= 1; got "
+                         f"{n_samples}, {max_turns}, {topk}, {max_new_tokens}")
+    rows = []
+    for qi, question in enumerate(questions):
+        prompt = policy.chat_prompt(protocol.solver_user_message(question))
+        prompt_ids = policy.encode(prompt)
+        if len(prompt_ids) >= max_total_tokens:
+            raise ValueError(f"rollout: question {qi} gives a {len(prompt_ids)}-token prompt, not below "
+                             f"max_total_tokens={max_total_tokens}")
+        rows += [Trajectory(qi, s, prompt, list(prompt_ids)) for s in range(n_samples)]
+
+    for turn in range(max_turns):
+        active = [r for r in rows if r.finished_reason is None]
+        if not active:
+            break
+        start = time.perf_counter()
+        gens = policy.generate_ids([r.prompt_ids + r.response_ids for r in active],
+                                   max_new_tokens=min(max_new_tokens, max(max_total_tokens - r.length for r in active)),
+                                   temperature=temperature, top_p=top_p, stop=protocol.STOP_STRINGS,
+                                   seed=None if temperature == 0 else seed * 1_000_003 + turn)
+        share = (time.perf_counter() - start) / len(active)
+        searching = []
+        for row, gen in zip(active, gens):
+            row.gen_seconds += share
+            row.turns += 1
+            budget = max_total_tokens - row.length
+            ids, logprobs, text = gen.token_ids, gen.logprobs, gen.text
+            if len(ids) > budget:  # sampled past this row's own total budget: keep the prefix
+                ids, logprobs = ids[:budget], logprobs[:budget]
+                text = policy.tokenizer.decode(ids, skip_special_tokens=True)
+            row._append(ids, text, True, logprobs)
+            action = protocol.parse_action(text)
+            if action.kind == "answer":
+                row.answer, row.finished_reason = action.text, "answer"
+            elif row.length >= max_total_tokens:
+                row.finished_reason = "length"
+            elif turn == max_turns - 1:
+                row.finished_reason = "max_turns"
+            elif action.kind == "search":
+                searching.append((row, action.text))
+            else:
+                _insert(policy, row, protocol.INVALID_ACTION, max_total_tokens)
+        if searching:
+            start = time.perf_counter()
+            hits = search.search([q for _, q in searching], topk)
+            blocks = [protocol.information_block(search.render(h)) for h in hits]
+            share = (time.perf_counter() - start) / len(searching)
+            for (row, query), row_hits, block in zip(searching, hits, blocks):
+                row.search_seconds += share
+                row.queries.append(query)
+                row.passage_ids += [_as_id(h.passage_id) for h in row_hits]
+                row.entity_ids += [_as_id(h.entity_id) for h in row_hits]
+                _insert(policy, row, block, max_total_tokens)
+    return rows
+
+
+def _as_id(value):
+    """Store ids are integers; a remote retriever's string ids stay strings, unknown ones None."""
+    if value is None:
+        return None
+    return int(value) if isinstance(value, int) or str(value).isdigit() else value
+
+
+def _insert(policy, row: Trajectory, text: str, max_total_tokens: int) -> None:
+    """Append environment text (mask 0), cut to the token budget; a cut row finishes ('length')."""
+    ids = policy.encode(text)
+    budget = max_total_tokens - row.length
+    if len(ids) >= budget:
+        ids = ids[:budget]
+        text = policy.tokenizer.decode(ids)
+        row.finished_reason = "length"
+    row._append(ids, text, False)
+
+
+def batch_tensors(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded tensors for the update step, aligned with ``Policy.token_logprobs``' output.
+
+    Returns ``input_ids``, ``attention_mask`` (B, T) and ``loss_mask``, ``old_logprobs`` (B, T),
+    the last two zero over the prompt and the padding.
+
+    Example:
+        >>> t = Trajectory(0, 0, "p", [1, 2], [3, 4], [1, 0], [-0.5, 0.0])
+        >>> batch_tensors([t], pad_token_id=0)["loss_mask"].tolist()
+        [[0, 0, 1, 0]]
+    """
+    width = max(t.length for t in trajectories)
+    out = {"input_ids": torch.full((len(trajectories), width), pad_token_id, dtype=torch.long),
+           "attention_mask": torch.zeros(len(trajectories), width, dtype=torch.long),
+           "loss_mask": torch.zeros(len(trajectories), width, dtype=torch.long),
+           "old_logprobs": torch.zeros(len(trajectories), width)}
+    for i, t in enumerate(trajectories):
+        n, p = t.length, len(t.prompt_ids)
+        out["input_ids"][i, :n] = torch.tensor(t.prompt_ids + t.response_ids)
+        out["attention_mask"][i, :n] = 1
+        out["loss_mask"][i, p:n] = torch.tensor(t.loss_mask, dtype=torch.long)
+        out["old_logprobs"][i, p:n] = torch.tensor(t.old_logprobs)
+    return out
+
+
+def store_trajectories(con, run: str, round: int, trajectories: list[Trajectory], question_ids: list[int],
+                       role: str = "solver") -> list[int]:
+    """Write trajectories to the store's ``trajectories`` table in one transaction; returns their ids.
+
+    ``question_ids[t.question_index]`` is each trajectory's question id. Rewards (``r_ans``,
+    ``s_path``, ``reward``) are left NULL for the reward step to fill. Bad input raises
+    ValueError and writes nothing.
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> t = Trajectory(0, 0, "p", [1], [2], [1], [-0.1], text="<answer> x </answer>", answer="x")
+        >>> store_trajectories(con, "run0", 0, [t], question_ids=[42])
+        [0]
+    """
+    from workbench import store
+
+    for t in trajectories:
+        if not 0 <= t.question_index < len(question_ids):
+            raise ValueError(f"store_trajectories: trajectory of question_index {t.question_index} has no "
+                             f"entry in question_ids (length {len(question_ids)})")
+    with store.transaction(con):
+        first = store.next_id(con, "trajectories", "trajectory_id")
+        ids = list(range(first, first + len(trajectories)))
+        rows = [(tid, run, round, int(question_ids[t.question_index]), t.sample, role, t.prompt, t.text,
+                 t.queries, t.passage_ids, t.entity_ids, t.answer, t.n_generated, t.n_retrieved,
+                 t.gen_seconds, t.search_seconds) for tid, t in zip(ids, trajectories)]
+        if rows:
+            con.executemany(
+                "INSERT INTO trajectories (trajectory_id, run, round, question_id, sample, role, prompt, "
+                "response, queries, passage_ids, entity_ids, answer, n_generated, n_retrieved, gen_seconds, "
+                "search_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return ids

@@ -1,0 +1,235 @@
+"""Runs of the loop: set-up, per-round metrics, checkpoints, resume and model selection.
+
+``train`` is what ``workbench train`` and the notebooks call. Every round writes one JSON object
+to ``run_metrics`` (``runs show``); the latest checkpoint (policy, optimiser, round) lives under
+``runs/<run>/checkpoint`` and the best-validation policy under ``runs/<run>/best`` (the paper
+selects the checkpoint with the highest validation accuracy, section 4.1).
+
+Resume: each round draws its randomness from (seed, round) alone, so a run stopped after round r
+and resumed from its checkpoint gives the same metrics as one that never stopped.
+
+Example:
+    >>> # train("data/tiny.duckdb", run="demo", method="coevokg", preset="tiny", steps=10)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from workbench import paths, store
+from workbench.config import Config, preset as get_preset
+from workbench.method.loop import RoundBatch, Trainer
+from workbench.method.methods import method_spec
+from workbench.method.path_support import EvidenceGraph
+from workbench.method.rollout import store_trajectories
+
+METRIC_KEYS = ("round", "val_em", "solver_reward", "proposer_reward", "admitted_rate", "seed_fallback_rate",
+               "pool_chains", "pool_evidence", "kl", "entropy")
+
+
+def ensure_world(con, cfg: Config) -> None:
+    """Build the preset's TinyWorld and G_0 in the store when they are missing."""
+    from workbench.kg.pool import build_pool
+    from workbench.kg.tinyworld import build_world
+
+    if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
+        build_world(con, preset=cfg.name, seed=cfg.world.seed)
+    if con.execute("SELECT count(*) FROM chains WHERE run IS NULL").fetchone()[0] == 0:
+        p = cfg.pool
+        build_pool(con, p.walks, p.min_hops, p.max_hops, seed=p.seed, functional_only=p.functional_only,
+                   unique_grounding=p.unique_grounding)
+
+
+def run_dir(run: str) -> Path:
+    return paths.runs_dir() / run
+
+
+def _forget_from(con, run: str, first_round: int) -> None:
+    """Delete a run's rows from ``first_round`` on (write-back rows of round t carry t + 1)."""
+    with store.transaction(con):
+        for table in ("run_metrics", "trajectories", "candidates"):
+            con.execute(f"DELETE FROM {table} WHERE run = ? AND round >= ?", [run, first_round])
+        con.execute("DELETE FROM evidence WHERE run = ? AND round > ?", [run, first_round])
+        con.execute("DELETE FROM chain_nodes WHERE chain_id IN (SELECT chain_id FROM chains WHERE run = ? "
+                    "AND created_round > ?)", [run, first_round])
+        con.execute("DELETE FROM chains WHERE run = ? AND created_round > ?", [run, first_round])
+        rounds = [f"round-{t}" for t in range(first_round, first_round + 100_000)]
+        con.execute("DELETE FROM questions WHERE dataset = ? AND split IN (SELECT unnest(?))",
+                    [f"generated/{run}", rounds])
+
+
+def validation_em(trainer: Trainer, limit: int) -> float:
+    """Greedy EM on the held-out validation split (the first ``limit`` per family)."""
+    from workbench.evaluate import load_questions, score_questions
+
+    cfg = trainer.cfg
+    questions = load_questions(trainer.con, "tinyworld", "val", limit)
+    scored = score_questions(trainer.policy, trainer.search, questions, cfg.rollout, cfg.search.topk)
+    return float(scored["em"].mean())
+
+
+def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: int | None = None,
+          resume: bool = False, seed: int | None = None, overrides: dict | None = None,
+          progress: bool = True, log=print) -> list[dict]:
+    """Run (or resume) ``steps`` rounds of ``method`` and return the per-round metrics.
+
+    Example:
+        >>> # metrics = train("data/smoke.duckdb", run="smoke-coevokg", preset="smoke", steps=2)
+    """
+    from tqdm.auto import tqdm
+
+    from workbench.policy.model import Policy
+    from workbench.policy.warmstart import warmstart
+    from workbench.search.tool import SearchTool
+
+    spec = method_spec(method)
+    overrides = dict(overrides or {})
+    if steps is not None:
+        overrides["method.steps"] = steps
+    if seed is not None:
+        overrides["method.seed"] = seed
+    cfg = get_preset(preset, **overrides)
+    steps = cfg.method.steps
+    if not run or "/" in run:
+        raise ValueError(f"--run: expected a plain name, got {run!r}")
+    own = not hasattr(db, "execute")
+    con = store.connect(db) if own else db
+    try:
+        ensure_world(con, cfg)
+        base = warmstart(con, preset=cfg.name, seed=cfg.backbone.seed, log=log if progress else None)
+        ckpt = run_dir(run) / "checkpoint"
+        state = {"completed": 0, "best_val": -1.0, "non_finite": 0}
+        if resume and (ckpt / "state.json").exists():
+            state = json.loads((ckpt / "state.json").read_text())
+            policy = Policy.load(ckpt / "model")
+        else:
+            if resume:
+                log(f"run {run!r} has no checkpoint yet; starting it")
+            policy = Policy.load(base)
+            shutil.rmtree(run_dir(run), ignore_errors=True)
+        _forget_from(con, run, state["completed"])
+        con.execute("DELETE FROM runs WHERE run = ?", [run])
+        con.execute("INSERT INTO runs (run, method, preset, seed, config, config_hash, steps, status) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
+                    [run, spec.name, cfg.name, cfg.method.seed, json.dumps(cfg.to_dict()), cfg.hash(), steps])
+        reference = Policy.load(base)
+        search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk)
+        trainer = Trainer(con, cfg, spec, run, policy, reference, search)
+        if resume and (ckpt / "optimizer.pt").exists():
+            trainer.optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt"))
+        trainer.guard.consecutive = state["non_finite"]
+        bar = tqdm(range(state["completed"], steps), desc=f"{run} ({spec.name})", disable=not progress,
+                   initial=state["completed"], total=steps)
+        history = []
+        for t in bar:
+            metrics = run_round(trainer, t)
+            history.append(metrics)
+            if metrics["val_em"] > state["best_val"]:
+                state["best_val"] = metrics["val_em"]
+                policy.save(run_dir(run) / "best")
+            state["completed"], state["non_finite"] = t + 1, trainer.guard.consecutive
+            _checkpoint(trainer, ckpt, state)
+            bar.set_postfix(round=t, reward=f"{metrics['solver_reward']:.2f}", val=f"{metrics['val_em']:.2f}",
+                            pool=metrics["pool_chains"])
+        con.execute("UPDATE runs SET status = 'done' WHERE run = ?", [run])
+        return run_metrics(con, run)
+    finally:
+        if own:
+            con.close()
+
+
+def run_round(trainer: Trainer, t: int) -> dict:
+    """One round in the paper's order; writes its trajectories, verdicts and metrics."""
+    con, cfg, spec, run = trainer.con, trainer.cfg, trainer.spec, trainer.run
+    torch.manual_seed(trainer._seed(t, 0))
+    timings, batch = {}, RoundBatch()
+    trainer.search.reset_cache_stats()
+    clock = time.perf_counter()
+
+    def lap(name):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[f"time_{name}"] = now - clock
+        clock = now
+
+    trainer.propose(t, batch)
+    lap("proposer_gate")
+    trainer.solve(t, batch)
+    lap("rollouts")
+    graph = EvidenceGraph.from_store(con, run=run if spec.write_back else None, round=t, params=trainer.path_params)
+    p_s = trainer.reward(t, batch, graph)
+    lap("rewards")
+    stats = trainer.update(t, batch)
+    lap("update")
+    traj_ids = store_trajectories(con, run, t, batch.trajectories, [s.question_id for s in batch.slots])
+    con.executemany("UPDATE trajectories SET r_ans = ?, s_path = ?, reward = ? WHERE trajectory_id = ?",
+                    [(a, s, r, i) for a, s, r, i in zip(batch.r_ans, batch.s_path, batch.solver_rewards, traj_ids)])
+    for chain_id, lo, verdicts in batch.verdicts:
+        store_verdicts(con, run, t, chain_id, verdicts,
+                       rewards=[batch.proposer_rewards[lo + v.index] for v in verdicts])
+    wb = trainer.write_back(t, batch, traj_ids)
+    lap("write_back")
+    val = validation_em(trainer, cfg.method.val_questions)
+    lap("validation")
+    n_chains, n_evidence = _pool_size(con, run if spec.write_back else None, t + 1)
+    gen = [s for s in batch.slots if s.source == "generated"]
+    seed = [s for s in batch.slots if s.source == "seed"]
+    proposer = [r for r in batch.proposer_rewards if r is not None]
+    s_path = np.asarray(batch.s_path) if batch.s_path else np.zeros(1)
+    metrics = {
+        "round": t, "val_em": val,
+        "solver_reward": float(np.mean(batch.solver_rewards)), "r_ans": float(np.mean(batch.r_ans)),
+        "s_path_mean": float(s_path.mean()), "s_path_p50": float(np.median(s_path)),
+        "s_path_pass_rate": float((s_path >= cfg.method.tau_path).mean()),
+        "s_path_correct_mean": float(np.mean([s for s, a in zip(batch.s_path, batch.r_ans) if a] or [0.0])),
+        "proposer_reward": float(np.mean(proposer)) if proposer else 0.0,
+        "admitted_rate": batch.n_admitted / batch.n_candidates if batch.n_candidates else 0.0,
+        "seed_fallback_rate": len(seed) / len(batch.slots) if batch.slots else 0.0,
+        "pool_chains": n_chains, "pool_evidence": n_evidence,
+        "writeback_new_chains": wb["new_chains"], "writeback_merged_evidence": wb["merged_evidence"],
+        "avg_hops_generated": float(np.mean([s.hops for s in gen])) if gen else None,
+        "avg_hops_seed": float(np.mean([s.hops for s in seed])) if seed else None,
+        "p_s_generated": float(np.mean(p_s["generated"])) if p_s["generated"] else None,
+        "p_s_seed": float(np.mean(p_s["seed"])) if p_s["seed"] else None,
+        "kl": stats["kl"], "entropy": stats["entropy"], "loss": stats["loss"],
+        "clip_fraction": stats.get("clip_fraction", 0.0), "skipped_update": stats["skipped"],
+        "response_length": float(np.mean([tr.n_generated for tr in batch.trajectories])),
+        "search_cache_hit_rate": trainer.search.cache_stats()["hit_rate"],
+        **timings,
+    }
+    con.execute("INSERT INTO run_metrics VALUES (?, ?, ?)", [run, t, json.dumps(metrics)])
+    return metrics
+
+
+def _pool_size(con, run: str | None, round: int) -> tuple[int, int]:
+    from workbench.kg.pool import evidence_counts
+
+    ids, counts = evidence_counts(con, run, round)
+    return int(len(ids)), int(counts.sum())
+
+
+def _checkpoint(trainer: Trainer, ckpt: Path, state: dict) -> None:
+    tmp = ckpt.with_name("checkpoint.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.policy.save(tmp / "model")
+    torch.save(trainer.optimizer.state_dict(), tmp / "optimizer.pt")
+    (tmp / "state.json").write_text(json.dumps(state))
+    shutil.rmtree(ckpt, ignore_errors=True)
+    tmp.rename(ckpt)  # a stop mid-save leaves the previous checkpoint whole
+
+
+def run_metrics(con, run: str) -> list[dict]:
+    """The per-round metrics of a run, oldest first (what ``workbench runs show --json`` prints).
+
+    Example:
+        >>> run_metrics(store.connect(":memory:"), "none")
+        []
+    """
+    rows = con.execute("SELECT metrics FROM run_metrics WHERE run = ? ORDER BY round", [run]).fetchall()
+    return [json.loads(m) for (m,) in rows]

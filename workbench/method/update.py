@@ -1,0 +1,221 @@
+"""The policy update (seed 000, section 3.5, Eqs. 11-12): one clipped surrogate, two advantages.
+
+Both roles maximise the clipped PPO surrogate with a k3 KL penalty to a frozen reference
+(:func:`policy_loss`) and differ only in the token advantage:
+
+* solver, GRPO (Eq. 11, :func:`grpo_advantages`): group-relative, one value per trajectory,
+  broadcast by the caller to its generated tokens;
+* proposer, REINFORCE++ (Eq. 12, :func:`reinforce_pp_advantages`): the reward at the terminal token,
+  discounted returns, whitened over every valid token of the global batch.
+
+Both advantages are then scaled per token by an affine function of the token's own probability
+(:func:`probability_scale`, damping low-probability tokens). Retrieved tokens (the environment's
+``<information>`` blocks) are excluded by the caller's ``mask``.
+
+Example:
+    >>> import torch
+    >>> grpo_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0]), group_size=4, eps=0.0)
+    tensor([ 0.8660, -0.8660,  0.8660, -0.8660])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+
+def grpo_advantages(rewards, group_size: int, eps: float = 1e-6) -> torch.Tensor:
+    """Eq. 11: A_i = (R_i - mean(R_group)) / (std(R_group) + eps), one value per trajectory.
+
+    ``rewards`` is flat, groups of ``group_size`` consecutive trajectories (one question's G
+    rollouts). std is the sample (Bessel-corrected) standard deviation, as TRL and veRL compute it;
+    a group of identical rewards gets advantage 0.
+
+    Example:
+        >>> grpo_advantages([2.0, 0.0], group_size=2, eps=0.0)  # mean 1, std sqrt(2)
+        tensor([ 0.7071, -0.7071])
+    """
+    r = torch.as_tensor(rewards, dtype=torch.float32)
+    if r.dim() != 1 or group_size < 2 or r.numel() % group_size:
+        raise ValueError(f"grpo_advantages: expected a flat tensor of whole groups of size >= 2, got shape "
+                         f"{tuple(r.shape)} with group_size={group_size}")
+    groups = r.view(-1, group_size)
+    adv = (groups - groups.mean(dim=1, keepdim=True)) / (groups.std(dim=1, keepdim=True) + eps)
+    return adv.reshape(-1)
+
+
+def reinforce_pp_advantages(rewards_at_terminal, mask: torch.Tensor, gamma: float = 1.0,
+                            eps: float = 1e-8) -> torch.Tensor:
+    """Eq. 12: G_t = sum_{s>=t} gamma^(s-t) r_s, A_t = (G_t - mu_B) / (sigma_B + eps).
+
+    Token rewards are zero except at each sequence's terminal generated token (its last valid
+    position), which receives R_p. mu_B and sigma_B are the mean and (population) standard deviation
+    over every valid token of the batch (global, not group-relative). Invalid positions get 0.
+
+    Example:
+        >>> m = torch.tensor([[1, 1, 0], [1, 1, 1]])
+        >>> reinforce_pp_advantages(torch.tensor([1.0, 0.0]), m, eps=0.0)  # G: [1,1,-] [0,0,0]
+        tensor([[ 1.2247,  1.2247,  0.0000],
+                [-0.8165, -0.8165, -0.8165]])
+    """
+    r = torch.as_tensor(rewards_at_terminal, dtype=torch.float32)
+    m = torch.as_tensor(mask).to(torch.float32)
+    if m.dim() != 2 or r.shape != (m.shape[0],):
+        raise ValueError(f"reinforce_pp_advantages: rewards {tuple(r.shape)} must be (B,) for mask (B, T), "
+                         f"got mask {tuple(m.shape)}")
+    positions = torch.arange(m.shape[1], dtype=torch.float32).expand_as(m)
+    if (m.sum(dim=1) == 0).any():
+        raise ValueError("reinforce_pp_advantages: a sequence has no valid token")
+    terminal = (positions * m).amax(dim=1, keepdim=True)  # index of the last valid token
+    steps_to_end = terminal - positions
+    returns = torch.where(steps_to_end >= 0, r[:, None] * gamma ** steps_to_end.clamp(min=0), 0.0)
+    n = m.sum()
+    mu = (returns * m).sum() / n
+    sigma = (((returns - mu) ** 2) * m).sum().div(n).sqrt()
+    return torch.where(m > 0, (returns - mu) / (sigma + eps), 0.0)
+
+
+def probability_scale(logprobs: torch.Tensor, low: float = 0.5, high: float = 1.0) -> torch.Tensor:
+    """Per-token advantage scale low + (high - low) * p, p = exp(logprob) (section 3.5, ours).
+
+    A token the policy gave probability ~0 has its advantage scaled by ``low``, a certain token by
+    ``high``. ``low = high = 1`` disables it. The scale is a weight, not a path for gradients.
+    Defaults are MethodConfig.prob_scale_low/high (ours: the paper cites Yang et al. 2026 without
+    the constants).
+
+    Example:
+        >>> probability_scale(torch.log(torch.tensor([0.0, 0.5, 1.0])))
+        tensor([0.5000, 0.7500, 1.0000])
+    """
+    if not 0.0 <= low <= high:
+        raise ValueError(f"probability_scale: need 0 <= low <= high, got low={low}, high={high}")
+    return low + (high - low) * logprobs.detach().exp()
+
+
+def k3_kl(new_logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """The low-variance k3 estimator of KL(pi || pi_ref) per token: exp(ref - new) - (ref - new) - 1."""
+    d = ref_logprobs - new_logprobs
+    return torch.exp(d) - d - 1.0
+
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
+
+
+def policy_loss(new_logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None,
+                advantages: torch.Tensor, mask: torch.Tensor, clip_eps: float, kl_coef: float,
+                aggregation: str = "token-mean") -> tuple[torch.Tensor, dict]:
+    """The clipped surrogate plus the k3 KL penalty (section 3.5), masked and aggregated.
+
+    Per token: -min(rho A, clip(rho, 1 - eps, 1 + eps) A) + kl_coef * k3, rho = exp(new - old).
+    ``advantages`` is (B,) (broadcast over tokens, GRPO) or (B, T). Aggregation (ours):
+    'token-mean' (default) averages over every valid token of the batch, so long trajectories are not
+    down-weighted (veRL's default ``token-mean``; TRL's ``bnpo``); 'seq-mean-token-mean' averages
+    within each sequence, then over sequences (TRL's ``grpo``).
+
+    Returns the loss and detached stats: ``kl`` (token mean of k3), ``clip_fraction`` (share of
+    valid tokens where the clip is active), ``ratio_mean``, ``pg_loss`` (the loss without KL).
+
+    Example:
+        >>> lp = torch.log(torch.tensor([[0.5, 0.5]]))
+        >>> loss, stats = policy_loss(lp, lp, lp, torch.tensor([2.0]), torch.ones(1, 2), 0.2, 0.1)
+        >>> float(loss), stats["kl"], stats["clip_fraction"]   # rho = 1, k3 = 0: loss = -A
+        (-2.0, 0.0, 0.0)
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {list(AGGREGATIONS)}")
+    mask = mask.to(new_logprobs.dtype)
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+    pg = -torch.min(ratio * adv, clipped * adv)
+    kl = k3_kl(new_logprobs, ref_logprobs) if ref_logprobs is not None else torch.zeros_like(pg)
+    per_token = pg + kl_coef * kl if kl_coef else pg
+
+    def aggregate(x: torch.Tensor) -> torch.Tensor:
+        if aggregation == "token-mean":
+            return (x * mask).sum() / mask.sum().clamp(min=1.0)
+        return ((x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+
+    loss = aggregate(per_token)
+    token_mean = lambda x: float((x * mask).sum() / mask.sum().clamp(min=1.0))  # noqa: E731
+    is_clipped = ((ratio < 1.0 - clip_eps) & (adv < 0)) | ((ratio > 1.0 + clip_eps) & (adv > 0))
+    with torch.no_grad():
+        stats = {"kl": token_mean(kl), "clip_fraction": token_mean(is_clipped.to(mask.dtype)),
+                 "ratio_mean": token_mean(ratio), "pg_loss": float(aggregate(pg)), "loss": float(loss)}
+    return loss, stats
+
+
+def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log pi(token_t | prefix) from logits (B, T, V) aligned with ``tokens`` (B, T).
+
+    Example:
+        >>> logprobs_from_logits(torch.zeros(1, 1, 4), torch.tensor([[2]])).exp()
+        tensor([[0.2500]])
+    """
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean per-token entropy of the policy (B, T, V) over the valid tokens (a scalar tensor).
+
+    Example:
+        >>> round(float(entropy_from_logits(torch.zeros(1, 3, 4))), 4)   # uniform over 4: log 4
+        1.3863
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    if mask is None:
+        return ent.mean()
+    mask = mask.to(ent.dtype)
+    return (ent * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def is_finite_step(*values) -> bool:
+    """True when every value (loss, KL, ...) of a step is a finite number.
+
+    Example:
+        >>> is_finite_step(0.3, torch.tensor(0.01)), is_finite_step(float("nan"), 0.0)
+        (True, False)
+    """
+    return all(math.isfinite(float(v)) for v in values)
+
+
+class NonFiniteGuard:
+    """Counts consecutive non-finite steps; the loop skips such a step, and after ``max_consecutive``
+    in a row :meth:`check` raises RuntimeError (section 3.5 stability rule of the workbench).
+
+    Example:
+        >>> g = NonFiniteGuard(max_consecutive=2)
+        >>> g.check(1.0, 0.0), g.check(float("inf"), 0.0), g.check(0.5, 0.0)
+        (True, False, True)
+    """
+
+    def __init__(self, max_consecutive: int = 3):
+        if max_consecutive < 1:
+            raise ValueError(f"max_consecutive must be >= 1, got {max_consecutive!r}")
+        self.max_consecutive = max_consecutive
+        self.consecutive = 0
+        self.skipped = 0
+
+    def check(self, loss, kl=0.0, step: int | None = None) -> bool:
+        """True: apply the step. False: skip it (non-finite). Raises after too many in a row."""
+        if is_finite_step(loss, kl):
+            self.consecutive = 0
+            return True
+        self.consecutive += 1
+        self.skipped += 1
+        if self.consecutive >= self.max_consecutive:
+            where = f" (last at step {step})" if step is not None else ""
+            raise RuntimeError(
+                f"training stopped: {self.consecutive} consecutive steps had a non-finite loss or KL{where} "
+                f"(loss={float(loss)!r}, kl={float(kl)!r}); lower the learning rate or check the rewards")
+        return False
+
+
+def broadcast(per_sequence: Sequence[float] | torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A per-sequence advantage (B,) broadcast to every valid token (B, T); invalid tokens get 0."""
+    a = torch.as_tensor(per_sequence, dtype=torch.float32)
+    return torch.where(mask > 0, a[:, None].expand(mask.shape), 0.0)

@@ -1,0 +1,101 @@
+"""The numbers the CoEvoKG paper reports, as transcribed into ``data/paper/`` (see its README).
+
+Each loader returns a pandas DataFrame with a ``provenance`` column naming the table, figure or
+section of the seed document the row comes from. ``paper_dir()`` is a folder of the checkout, not
+of ``WORKBENCH_DATA``: these files are part of the source, not a user's data.
+
+Example:
+    >>> from workbench import paper
+    >>> t1 = paper.table1()
+    >>> float(t1.query("method == 'CoEvoKG' and benchmark == 'Avg.'").accuracy.iloc[0])
+    42.1
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import pandas as pd
+
+from workbench import paths
+
+BENCHMARKS = ("NQ", "TriviaQA", "PopQA", "HotpotQA", "2Wiki", "Bamboogle")
+METHODS = ("Base", "Search-R1", "SSP", "CoEvoKG")
+BACKBONES = ("Qwen2.5-3B-Instruct", "Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct")
+
+
+def paper_dir() -> Path:
+    """The folder holding the transcribed CSV files."""
+    return paths.project_root() / "data" / "paper"
+
+
+def _read(name: str) -> pd.DataFrame:
+    path = paper_dir() / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the paper's transcribed numbers are missing from the checkout")
+    return pd.read_csv(path)
+
+
+def table1() -> pd.DataFrame:
+    """Table 1, long form: backbone, method, benchmark (six + ``Avg.``), accuracy (%), gain, provenance.
+
+    Example:
+        >>> len(table1())  # 3 backbones x 4 methods x (6 benchmarks + Avg.)
+        84
+    """
+    return _read("table1_main_results.csv")
+
+
+def table1_wide() -> pd.DataFrame:
+    """Table 1 as printed: one row per backbone x method, the six benchmarks and ``Avg.`` as columns.
+
+    Example:
+        >>> table1_wide().loc[("Qwen2.5-7B-Instruct", "CoEvoKG"), "Avg."]
+        np.float64(54.1)
+    """
+    t = table1()
+    wide = t.pivot(index=["backbone", "method"], columns="benchmark", values="accuracy")
+    order = pd.MultiIndex.from_product([BACKBONES, METHODS], names=["backbone", "method"])
+    return wide.reindex(index=order, columns=[*BENCHMARKS, "Avg."])
+
+
+def table2() -> pd.DataFrame:
+    """Table 2 (build-up ablation): variant, c1, c2, c3, avg, delta, p, provenance.
+
+    Example:
+        >>> table2().avg.tolist()
+        [50.9, 52.4, 53.5, 54.1]
+    """
+    return _read("table2_buildup.csv")
+
+
+def figure3() -> pd.DataFrame:
+    """What the text states about Figure 3 (training dynamics); no curve points are invented.
+
+    Example:
+        >>> figure3().query("metric == 'seed_fallback_rate'").value.tolist()
+        [0.4, 0.25]
+    """
+    return _read("figure3_dynamics.csv")
+
+
+def figure4() -> pd.DataFrame:
+    """Figure 4's numbers: average hops and p_s, generated vs seed questions.
+
+    Example:
+        >>> figure4().set_index(["metric", "group"]).value[("avg_hops", "generated")]
+        np.float64(2.23)
+    """
+    return _read("figure4_diagnostics.csv")
+
+
+def round1(x: float | Decimal) -> float:
+    """Round half up to one decimal, as the paper's tables print (not Python's banker's rounding).
+
+    Example:
+        >>> round1(38.25), round(38.25, 1)
+        (38.3, 38.2)
+    """
+    exact = x if isinstance(x, Decimal) else Decimal(repr(float(x)))
+    return float(exact.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))

@@ -1,0 +1,122 @@
+"""The text protocol both roles speak: prompts, tags and their parsers.
+
+The solver follows the Search-R1 protocol used by the paper's lineage (seed 000, section 3.3):
+it reasons in ``<think>``, asks the search tool with ``<search> query </search>``, receives
+``<information> ... </information>`` (inserted by the environment, never generated), and ends
+with ``<answer> ... </answer>``. The proposer (Eq. 2) reads a chain and writes one candidate
+``<question> ... </question> <answer> ... </answer>``. The instruction wording is ours.
+
+Warm-start demonstrations (policy/warmstart.py) and rollouts (method/rollout.py) both build
+their text here, so the two can never drift apart.
+
+Example:
+    >>> parse_action("<think>find X</think><search> Kavimo Rutel </search>")
+    Action(kind='search', text='Kavimo Rutel')
+    >>> parse_action("<answer> Dagiju </answer>")
+    Action(kind='answer', text='Dagiju')
+    >>> parse_candidate("<question>Who directed it?</question><answer>Rutel</answer>")
+    ('Who directed it?', 'Rutel')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+INFO_OPEN, INFO_CLOSE = "<information>", "</information>"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+QUESTION_OPEN, QUESTION_CLOSE = "<question>", "</question>"
+
+# Generation of one solver turn stops at the first of these (the action is complete).
+STOP_STRINGS = (SEARCH_CLOSE, ANSWER_CLOSE)
+# Tags a tokenizer should keep whole (trained as special-ish tokens).
+TAGS = (THINK_OPEN, THINK_CLOSE, SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN, INFO_CLOSE,
+        ANSWER_OPEN, ANSWER_CLOSE, QUESTION_OPEN, QUESTION_CLOSE)
+
+SOLVER_INSTRUCTION = (
+    "Answer the question. Think inside <think> </think>. To look something up, write "
+    "<search> query </search>; the results come back inside <information> </information>. "
+    "Search as often as you need. When you know the answer, write it inside <answer> </answer>, "
+    "with no explanation. Question: "
+)
+
+INVALID_ACTION = (
+    "\nMy previous action is invalid. To search, write the query inside <search> </search>. "
+    "To answer, write it inside <answer> </answer>. Let me try again.\n"
+)
+
+PROPOSER_INSTRUCTION = (
+    "Write one question from this chain of linked articles. Pick an answer entity from the chain. "
+    "The question must need at least two hops, must not name any chain entity, and must have one "
+    "short answer. Write <question> ... </question> <answer> ... </answer>.\n"
+)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One parsed solver action: kind is 'search', 'answer' or 'invalid'."""
+
+    kind: str
+    text: str = ""
+
+
+_SEARCH_RE = re.compile(r"<search>(.*?)</search>", re.S)
+_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
+_CANDIDATE_RE = re.compile(r"<question>(.*?)</question>\s*<answer>(.*?)</answer>", re.S)
+
+
+def solver_user_message(question: str) -> str:
+    """The user turn that opens a solver rollout."""
+    return SOLVER_INSTRUCTION + question.strip() + "\n"
+
+
+def parse_action(turn_text: str) -> Action:
+    """The action that ends one generated turn: the last complete search or answer tag."""
+    last = None
+    for kind, pattern in (("search", _SEARCH_RE), ("answer", _ANSWER_RE)):
+        for match in pattern.finditer(turn_text):
+            if last is None or match.end() > last[1]:
+                last = (kind, match.end(), match.group(1).strip())
+    if last is None or not last[2]:
+        return Action("invalid")
+    return Action(last[0], last[2])
+
+
+def information_block(rendered_docs: str) -> str:
+    """What the environment appends after a search: the rendered top-k passages."""
+    return f"\n\n{INFO_OPEN}{rendered_docs.strip()}{INFO_CLOSE}\n\n"
+
+
+def render_chain(titles: Sequence[str], relations: Sequence[str], passages: Sequence[str],
+                 max_chars: int = 300) -> str:
+    """A chain (Eq. 1) as the proposer reads it: entities, relation labels, node passages."""
+    lines = []
+    for i, title in enumerate(titles):
+        text = passages[i][:max_chars] if i < len(passages) else ""
+        lines.append(f"[{i + 1}] {title}: {text}")
+        if i < len(relations):
+            lines.append(f"    --{relations[i]}-->")
+    return "\n".join(lines)
+
+
+def proposer_user_message(titles: Sequence[str], relations: Sequence[str],
+                          passages: Sequence[str]) -> str:
+    """The user turn that asks the proposer for one candidate from a chain (Eq. 2)."""
+    return PROPOSER_INSTRUCTION + "Chain:\n" + render_chain(titles, relations, passages) + "\n"
+
+
+def format_candidate(question: str, answer: str) -> str:
+    """The proposer's target text for one candidate."""
+    return f"{QUESTION_OPEN}{question}{QUESTION_CLOSE} {ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
+
+
+def parse_candidate(text: str) -> tuple[str, str] | None:
+    """(question, answer) from a proposer generation, or None when extraction fails."""
+    match = _CANDIDATE_RE.search(text)
+    if not match:
+        return None
+    question, answer = match.group(1).strip(), match.group(2).strip()
+    return (question, answer) if question and answer else None

@@ -1,0 +1,449 @@
+"""Warm start of the tiny backbone: the role of the paper's instruction-tuned base (seed 000, 4.1).
+
+The paper starts from instruction-tuned models that already follow the search protocol a little.
+The tiny backbone starts from random weights, so the workbench gives it that ability by supervised
+fine-tuning on demonstrations, then leaves the rest to RL. Two kinds of demonstration:
+
+- solver: the Search-R1 protocol (workbench/policy/protocol.py) played perfectly on a TinyWorld
+  question: search the chain's entities in order (the query is the entity's title, read from the
+  question or copied from the previous passage), with the real search tool's rendered top-k
+  inside ``<information>`` exactly as a rollout inserts it, then answer. Loss only on what the
+  model generates; the prompt and every information block are masked (label -100).
+- proposer: a chain (titles, relations, node passages; ``protocol.proposer_user_message``) ->
+  ``protocol.format_candidate(question, answer)`` and the end-of-turn token.
+
+Design forced by the probe (STACK.md, "Probe: can a from-scratch tiny LM learn to search?"):
+
+1. Demonstrations come from many small throwaway TinyWorlds (fresh seeds, hence fresh names), never
+   from the evaluated world, so the model must copy names out of passages instead of memorising
+   facts. Each demonstration is seen about ``demo_epochs`` times.
+2. The tokenizer is trained on generic text (the protocol, the throwaway worlds' passages and
+   questions) plus the name-syllable inventory (workbench/kg/names.py), never on the evaluated
+   world, so names split into the same pieces in demonstrations and in the world.
+3. The base is validated on held-out entities of the actual world: greedy EM per question family
+   on its val split.
+
+Leaving room for RL: by default the solver demonstrations cover only the short families
+(``DEMO_FAMILIES``: single_hop and two_hop); three_hop, comparison and bridge are left for RL.
+
+The SFT loop is a plain torch AdamW loop (ours, documented here rather than TRL's SFTTrainer):
+the masks are built by segment, so a collator would add nothing, and on 2 CPU cores the loop's
+lack of overhead matters. Linear warm-up then cosine decay to 10%, gradient clipping at 1.0,
+length-bucketed batches (ours).
+
+Cache: the result lives in ``paths.cache_dir()/warmstart/<key>`` where ``key`` hashes the
+evaluated world's passages, the preset's backbone/search/rollout settings, the seed, the
+warm-start parameters and the source of every module that shapes the demonstrations (code
+version). A second call with the same inputs loads it instead of training.
+
+Example:
+    >>> from workbench.policy.warmstart import solver_queries
+    >>> solver_queries("two_hop", ["Kavimo", "Dagiju", "Velor"], "Velor", path=True)
+    ['Kavimo', 'Dagiju']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from workbench import paths, store
+from workbench.policy import protocol
+
+DEMO_FAMILIES = ("single_hop", "two_hop")  # ours: longer chains are left for RL
+DEMO_ENTITIES = 300  # ours: entities per throwaway world
+DEMO_EPOCHS = 2.0  # ours: each demonstration seen about twice (fresh names per example)
+PROPOSER_SHARE = 0.2  # ours: share of proposer demonstrations in the mix
+VAL_PER_FAMILY = 40  # ours: val questions per family for the warm start's report
+MAX_WORLDS = 400  # ours: safety cap on throwaway worlds
+WORLD_SEED_OFFSET = 1_000_003  # throwaway worlds use seeds far from any evaluated world's
+
+
+# ---------------------------------------------------------------- demonstrations as text segments
+
+@dataclass
+class Demo:
+    """One demonstration as text segments: ``(text, trained)``; the first is the user message
+    (wrapped in the chat template at tokenisation), the rest are assistant-side pieces."""
+
+    role: str  # 'solver' or 'proposer'
+    family: str
+    user: str
+    segments: list[tuple[str, bool]] = field(default_factory=list)
+
+
+def solver_queries(family: str, titles: Sequence[str], answer: str, path: bool) -> list[str]:
+    """The searches of a perfect solver: every chain entity in order, except the last one of a
+    path chain when it is the answer (its name is already in the previous passage).
+
+    Example:
+        >>> solver_queries("comparison", ["Rutel", "Kavimo"], "Kavimo", path=False)
+        ['Rutel', 'Kavimo']
+    """
+    titles = list(titles)
+    if path and titles and titles[-1].strip().lower() == answer.strip().lower():
+        titles = titles[:-1]
+    return titles
+
+
+def solver_demo(search, question: str, family: str, titles: Sequence[str], answer: str,
+                path: bool) -> Demo:
+    """A perfect solver trajectory: search, read the real tool's hits, ..., answer.
+
+    Example:
+        >>> # solver_demo(SearchTool(con), "Where was Kavimo born?", "single_hop",
+        >>> #             ["Kavimo", "Dagiju"], "Dagiju", path=True).segments[0]
+        >>> # ('<search> Kavimo </search>', True)
+    """
+    demo = Demo("solver", family, protocol.solver_user_message(question))
+    queries = solver_queries(family, titles, answer, path)
+    results = search.search(queries) if queries else []
+    for query, hits in zip(queries, results):
+        demo.segments.append((f"{protocol.SEARCH_OPEN} {query} {protocol.SEARCH_CLOSE}", True))
+        demo.segments.append((protocol.information_block(search.render(hits)), False))
+    demo.segments.append((f"{protocol.ANSWER_OPEN} {answer} {protocol.ANSWER_CLOSE}", True))
+    return demo
+
+
+def proposer_demo(titles: Sequence[str], relations: Sequence[str], passages: Sequence[str],
+                  question: str, answer: str, family: str, eos: str) -> Demo:
+    """Chain -> one candidate (Eq. 2's output format), ending with the end-of-turn token.
+
+    Example:
+        >>> d = proposer_demo(["A", "B"], ["born in"], ["A was born in B.", "B is a city."],
+        ...                   "Where was A born?", "B", "single_hop", "<|im_end|>")
+        >>> d.segments
+        [('<question>Where was A born?</question> <answer>B</answer><|im_end|>', True)]
+    """
+    demo = Demo("proposer", family, protocol.proposer_user_message(titles, relations, passages))
+    demo.segments.append((protocol.format_candidate(question, answer) + eos, True))
+    return demo
+
+
+def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: str) -> list[Demo]:
+    """Solver (and proposer) demonstrations from every question of ``families`` in a store."""
+    rows = con.execute(
+        "SELECT question, family, answers, chain FROM questions WHERE family IN (SELECT unnest(?)) "
+        "ORDER BY question_id", [list(families)]).fetchall()
+    ids = sorted({e for *_, chain in rows for e in (chain or [])})
+    titles = dict(con.execute("SELECT entity_id, title FROM entities WHERE entity_id IN (SELECT unnest(?))",
+                              [ids]).fetchall())
+    first_passage = dict(con.execute(
+        "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
+        "GROUP BY entity_id", [ids]).fetchall())
+    edge = {(s, d): r for s, d, r in con.execute(
+        "SELECT src, dst, min(relation) FROM edges WHERE src IN (SELECT unnest(?)) GROUP BY src, dst",
+        [ids]).fetchall()}
+    demos = []
+    for question, family, answers, chain in rows:
+        chain = list(chain or [])
+        if not chain or not answers:
+            continue
+        names = [titles[e] for e in chain]
+        rels = [edge.get((a, b)) for a, b in zip(chain, chain[1:])]
+        path = all(r is not None for r in rels)
+        demos.append(solver_demo(search, question, family, names, answers[0], path))
+        if with_proposer and path and len(chain) >= 2:
+            demos.append(proposer_demo(names, rels, [first_passage.get(e, "") for e in chain],
+                                       question, answers[0], family, eos))
+    return demos
+
+
+def demo_set(n_solver: int, preset: str, seed: int, families: Sequence[str] = DEMO_FAMILIES,
+             proposer_share: float = PROPOSER_SHARE, n_entities: int = DEMO_ENTITIES,
+             index: str = "bm25", topk: int = 3, eos: str = "<|im_end|>") -> tuple[list[Demo], int]:
+    """At least ``n_solver`` solver demonstrations (plus proposer ones, ``proposer_share`` of the
+    mix) from throwaway TinyWorlds of ``n_entities`` entities, seeds derived from ``seed``.
+    Returns (demos, worlds built). Deterministic by seed.
+    """
+    from workbench.kg.tinyworld import build_world
+    from workbench.search.tool import SearchTool
+
+    n_proposer = int(round(n_solver * proposer_share / max(1e-9, 1 - proposer_share)))
+    solver, proposer, worlds = [], [], 0
+    while len(solver) < n_solver or len(proposer) < n_proposer:
+        if worlds >= MAX_WORLDS:
+            raise ValueError(f"warm start: {MAX_WORLDS} throwaway worlds gave only {len(solver)} solver and "
+                             f"{len(proposer)} proposer demonstrations; lower sft_steps or raise n_entities")
+        con = store.connect(":memory:")
+        try:
+            build_world(con, preset=preset, seed=WORLD_SEED_OFFSET * (seed + 1) + worlds, n_entities=n_entities)
+            search = SearchTool(con, index=index, topk=topk)
+            for demo in world_demos(con, search, families, n_proposer > len(proposer), eos):
+                (solver if demo.role == "solver" else proposer).append(demo)
+        finally:
+            con.close()
+        worlds += 1
+    rng = np.random.default_rng(seed)
+    demos = solver[:n_solver] + proposer[:n_proposer]
+    return [demos[i] for i in rng.permutation(len(demos))], worlds
+
+
+# ---------------------------------------------------------------- tokenisation with masks
+
+def tokenizer_corpus(demos: Sequence[Demo], limit: int = 3000) -> list[str]:
+    """Text the tokenizer is trained on: the protocol's fixed strings, name syllables and the
+    throwaway worlds' demonstrations (never the evaluated world)."""
+    from workbench.kg.names import syllable_vocabulary
+
+    fixed = [protocol.SOLVER_INSTRUCTION, protocol.PROPOSER_INSTRUCTION, protocol.INVALID_ACTION]
+    texts = fixed * 20 + [" ".join(syllable_vocabulary())] * 20
+    for demo in demos[:limit]:
+        texts.append(demo.user + "".join(text for text, _ in demo.segments))
+    return texts
+
+
+@dataclass
+class Encoded:
+    """Token ids and the loss mask (True where the model generates) of one demonstration."""
+
+    input_ids: list[int]
+    trained: list[bool]
+    role: str
+    family: str
+
+
+def encode_demo(policy, demo: Demo) -> Encoded:
+    """Tokenise segment by segment, as a rollout does (it appends the ids of each generated turn
+    and each information block and never re-tokenises the whole text).
+
+    Example:
+        >>> # e = encode_demo(policy, demo); sum(e.trained) counts the supervised tokens
+    """
+    ids = policy.encode(policy.chat_prompt(demo.user))
+    trained = [False] * len(ids)
+    for text, train in demo.segments:
+        piece = policy.encode(text)
+        ids += piece
+        trained += [train] * len(piece)
+    return Encoded(ids, trained, demo.role, demo.family)
+
+
+# ---------------------------------------------------------------- the SFT loop
+
+def _batches(lengths: Sequence[int], batch: int, steps: int, seed: int) -> list[np.ndarray]:
+    """``steps`` batches of indices: shuffled epochs, length-bucketed within windows of 16
+    batches so padding stays small, windows and batches in seeded random order."""
+    rng = np.random.default_rng(seed)
+    lengths = np.asarray(lengths)
+    out: list[np.ndarray] = []
+    while len(out) < steps:
+        order = rng.permutation(len(lengths))
+        window = batch * 16
+        epoch = []
+        for start in range(0, len(order), window):
+            chunk = order[start:start + window]
+            chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+            epoch += [chunk[i:i + batch] for i in range(0, len(chunk), batch) if len(chunk[i:i + batch]) == batch]
+        out += [epoch[i] for i in rng.permutation(len(epoch))]
+    return out[:steps]
+
+
+def sft(model, examples: Sequence[Encoded], steps: int, batch: int, lr: float, seed: int,
+        pad_id: int, warmup: float = 0.05, log_every: int = 50, log=print) -> list[float]:
+    """Supervised fine-tuning on masked examples; returns the loss of every step.
+
+    The loss is the mean token cross-entropy over trained (generated) tokens of the batch.
+
+    Example:
+        >>> # losses = sft(model, [encode_demo(policy, d) for d in demos], 60, 8, 1e-3, 0, pad_id)
+    """
+    import torch
+
+    if len(examples) < batch:
+        raise ValueError(f"sft: {len(examples)} examples cannot fill one batch of {batch}")
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+    n_warm = max(1, int(warmup * steps))
+
+    def schedule(step: int) -> float:
+        if step < n_warm:
+            return (step + 1) / n_warm
+        progress = (step - n_warm) / max(1, steps - n_warm)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    device = next(model.parameters()).device
+    model.train()
+    losses = []
+    t0 = time.perf_counter()
+    for step, idx in enumerate(_batches([len(e.input_ids) for e in examples], batch, steps, seed)):
+        rows = [examples[i] for i in idx]
+        width = max(len(r.input_ids) for r in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        att = torch.zeros((len(rows), width), dtype=torch.long)
+        labels = torch.full((len(rows), width), -100, dtype=torch.long)
+        for b, r in enumerate(rows):
+            n = len(r.input_ids)
+            ids[b, :n] = torch.tensor(r.input_ids)
+            att[b, :n] = 1
+            labels[b, :n] = torch.where(torch.tensor(r.trained), ids[b, :n], -100)
+        out = model(input_ids=ids.to(device), attention_mask=att.to(device), labels=labels.to(device),
+                    use_cache=False)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(out.loss.item())
+        if log and (step + 1) % log_every == 0:
+            log(f"  sft step {step + 1}/{steps} loss {np.mean(losses[-log_every:]):.3f} "
+                f"({time.perf_counter() - t0:.0f} s)")
+    model.eval()
+    return losses
+
+
+# ---------------------------------------------------------------- cache key
+
+_CODE_MODULES = ("workbench.policy.warmstart", "workbench.policy.protocol", "workbench.policy.tokenizer",
+                 "workbench.policy.model", "workbench.kg.tinyworld", "workbench.kg.names",
+                 "workbench.search.tool", "workbench.search.index")
+
+
+def code_version() -> str:
+    """sha256 over the source of every module that shapes the demonstrations or the model."""
+    import importlib
+
+    h = hashlib.sha256()
+    for name in _CODE_MODULES:
+        h.update(inspect.getsource(importlib.import_module(name)).encode())
+    return h.hexdigest()[:16]
+
+
+def cache_key(world_hash: str, cfg, seed: int, params: dict) -> str:
+    """The warm start's content hash: world passages + config + seed + parameters + code version."""
+    blob = json.dumps({"world": world_hash, "backbone": asdict(cfg.backbone), "search": asdict(cfg.search),
+                       "rollout": asdict(cfg.rollout), "seed": seed, "params": params,
+                       "code": code_version()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- the warm start
+
+def name_coverage(tokenizer, demo_examples: Sequence[Encoded], titles: Sequence[str]) -> float:
+    """Share of the evaluated world's entity-name tokens that occur in trained demo positions
+    (a name made of tokens the warm start never produced cannot be copied; STACK.md probe)."""
+    seen = {t for e in demo_examples for t, m in zip(e.input_ids, e.trained) if m}
+    pieces = [t for title in titles for t in tokenizer(" " + title, add_special_tokens=False)["input_ids"]]
+    return float(np.mean([t in seen for t in pieces])) if pieces else 1.0
+
+
+def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 0, *,
+              families: Sequence[str] = DEMO_FAMILIES, n_entities: int = DEMO_ENTITIES,
+              epochs: float = DEMO_EPOCHS, proposer_share: float = PROPOSER_SHARE,
+              val_per_family: int = VAL_PER_FAMILY, log=print) -> Path:
+    """Train (or reuse from the cache) the tiny backbone's warm start; return its model directory.
+
+    ``db`` is the evaluated world's store (path or connection): its passages enter the cache key
+    and its val split measures the base (greedy EM per family, stored in ``workbench.json`` with
+    the train loss, wall time and demonstration counts). ``preset`` is a preset name or Config.
+    With ``out_dir`` the model is copied there too (a standard Hugging Face directory: config,
+    weights, tokenizer, chat template, plus ``workbench.json``).
+
+    Example:
+        >>> # path = warmstart("data/tiny.duckdb", "tiny", out_dir="data/models/base")
+        >>> # json.loads((path / "workbench.json").read_text())["val_em"]
+    """
+    from workbench.config import preset as get_preset
+    from workbench.search.index import load_corpus
+
+    cfg = get_preset(preset) if isinstance(preset, str) else preset
+    if cfg.backbone.model != "tiny":
+        raise ValueError(f"warm start trains the tiny backbone only; preset {cfg.name!r} has "
+                         f"backbone.model={cfg.backbone.model!r} (a pretrained model needs no warm start)")
+    unknown = sorted(set(families) - {"single_hop", "two_hop", "three_hop", "comparison", "bridge"})
+    if unknown or not families:
+        raise ValueError(f"families={list(families)}: expected a non-empty subset of single_hop, two_hop, "
+                         f"three_hop, comparison, bridge; unknown {unknown}")
+    own = not hasattr(db, "execute")
+    con = store.connect(db) if own else db
+    try:
+        corpus = load_corpus(con)
+        if not len(corpus):
+            raise ValueError(f"store {db} has no passages: build a world first (workbench world build)")
+        params = {"families": list(families), "n_entities": n_entities, "epochs": epochs,
+                  "proposer_share": proposer_share, "val_per_family": val_per_family, "preset": cfg.name}
+        key = cache_key(corpus.content_hash(), cfg, seed, params)
+        cached = paths.cache_dir() / "warmstart" / key
+        if (cached / "workbench.json").exists():
+            if log:
+                log(f"warm start {key}: reusing {cached}")
+        else:
+            _train(con, cfg, seed, params, key, cached, log)
+    finally:
+        if own:
+            con.close()
+    if out_dir is None:
+        return cached
+    out_dir = Path(out_dir)
+    if out_dir.resolve() != cached.resolve():
+        shutil.copytree(cached, out_dir, dirs_exist_ok=True)
+    return out_dir
+
+
+def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log) -> None:
+    import torch
+
+    from workbench.evaluate import load_questions, score_questions, summarize
+    from workbench.policy.model import Policy, tiny_model
+    from workbench.policy.tokenizer import IM_END, train_tokenizer
+    from workbench.search.tool import SearchTool
+
+    b = cfg.backbone
+    start = time.perf_counter()
+    n_examples = math.ceil(b.sft_steps * b.sft_batch / params["epochs"])
+    n_solver = max(b.sft_batch, round(n_examples * (1 - params["proposer_share"])))
+    demos, worlds = demo_set(n_solver, cfg.name, seed, params["families"], params["proposer_share"],
+                             params["n_entities"], cfg.search.index, cfg.search.topk, IM_END)
+    t_demos = time.perf_counter() - start
+    tok = train_tokenizer(tokenizer_corpus(demos), b.vocab_size)
+    policy = Policy(tiny_model(b, tok, seed), tok)
+    examples = [e for e in (encode_demo(policy, d) for d in demos) if len(e.input_ids) <= cfg.rollout.max_total_tokens]
+    if log:
+        log(f"warm start {key}: {len(examples)} demonstrations from {worlds} throwaway worlds "
+            f"({t_demos:.0f} s), {sum(p.numel() for p in policy.model.parameters()):,} parameters")
+    t_sft = time.perf_counter()
+    losses = sft(policy.model, examples, b.sft_steps, b.sft_batch, b.sft_lr, seed, tok.pad_token_id, log=log)
+    t_sft = time.perf_counter() - t_sft
+    head = max(1, min(50, len(losses) // 10))
+
+    val = load_questions(con, "tinyworld", "val", params["val_per_family"])
+    search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk)
+    scored = score_questions(policy, search, val, cfg.rollout, cfg.search.topk)
+    summary = summarize(scored, seed=seed)
+    titles = [t for (t,) in con.execute("SELECT title FROM entities WHERE entity_id IN "
+                                        "(SELECT unnest(chain) FROM questions WHERE split = 'val')").fetchall()]
+    meta = {"backbone": f"tiny-{cfg.name}", "method": "base", "cache_key": key, "seed": seed,
+            "params": params, "steps": b.sft_steps, "batch": b.sft_batch, "lr": b.sft_lr,
+            "train_loss_first": float(np.mean(losses[:head])), "train_loss_last": float(np.mean(losses[-head:])),
+            "loss_curve": [round(float(np.mean(losses[i:i + head])), 4) for i in range(0, len(losses), head)],
+            "demonstrations": len(examples), "worlds": worlds,
+            "solver_demos": sum(e.role == "solver" for e in examples),
+            "name_token_coverage": name_coverage(tok, examples, titles),
+            "val_em": {r.group: {"n": int(r.n), "em": r.mean, "low": r.low, "high": r.high}
+                       for r in summary.itertuples()},
+            "seconds": {"demos": t_demos, "sft": t_sft, "total": time.perf_counter() - start},
+            "threads": torch.get_num_threads()}
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    try:
+        policy.save(tmp)
+        (tmp / "workbench.json").write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, final)  # atomic: a half-written warm start is never reused
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if log:
+        log(f"warm start {key}: loss {meta['train_loss_first']:.3f} -> {meta['train_loss_last']:.3f}, "
+            f"{meta['seconds']['total']:.0f} s")

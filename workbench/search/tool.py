@@ -1,0 +1,194 @@
+"""The solver's search tool T (seed 000, sections 3.3 and 4.1): batched top-k search with a cache.
+
+``SearchTool`` searches the store's passages with BM25 or a dense FAISS index;
+``workbench.search.client.RemoteRetriever`` searches any Search-R1-compatible retrieval server.
+Both share ``Retriever``: batched ``search(queries, k)`` returning ``Hit`` lists, a query cache
+whose hit rate the loop reports per round, and ``render`` in Search-R1's exact format.
+
+Determinism: the same queries give the same hits. Each query is searched in its whitespace-
+normalised form (the form the cache is keyed by), so a cache hit returns exactly what a fresh
+search would. BM25 drops passages scoring 0 (they share no term with the query: their order
+would be arbitrary), so a query with no known term returns no hits; dense search always returns
+``k``. Ties are broken by passage order (passage_id).
+
+Example:
+    >>> from workbench import store
+    >>> con = store.connect(":memory:")
+    >>> _ = con.execute("INSERT INTO entities VALUES (1, 'Paris', 'city', 'entity', 't'), (2, 'Oslo', 'city', 'entity', 't')")
+    >>> _ = con.execute("INSERT INTO passages VALUES (1, 1, 0, 'Paris is in France.'), (2, 2, 0, 'Oslo is in Norway.')")
+    >>> tool = SearchTool(con, index="bm25", topk=1)
+    >>> print(tool.render(tool.search(["Where is Oslo?"])[0]))
+    Doc 1(Title: "Oslo") Oslo is in Norway.
+    <BLANKLINE>
+    >>> tool.search(["where is  Oslo?", "Where is Oslo?"])[1][0].title
+    'Oslo'
+    >>> tool.cache_stats()
+    {'hits': 1, 'misses': 2, 'hit_rate': 0.3333333333333333}
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workbench.search.index import Corpus, contents, load_corpus, open_index
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved passage. ``score`` is BM25's score or the cosine similarity (dense)."""
+
+    passage_id: int | str
+    entity_id: int | None
+    title: str
+    text: str
+    score: float
+
+    @property
+    def contents(self) -> str:
+        """The wiki-18 ``contents`` string (``"Title"\\ntext``) a Search-R1 server returns."""
+        return contents(self.title, self.text)
+
+
+def render(hits: list[Hit]) -> str:
+    """Passages as Search-R1 shows them to the model (its ``_passages2string``), one line each:
+    ``Doc i(Title: <first line of contents>) <rest of contents>``, each ending in a newline.
+
+    The first line of wiki-18 contents is the title in double quotes, so the model sees
+    ``Doc 1(Title: "Paris") ...`` exactly as a Search-R1 pipeline over wiki-18 would show it.
+
+    Example:
+        >>> render([Hit(7, 3, "Paris", "Paris is in France.", 1.0), Hit(8, 4, "Oslo", "Oslo is cold.", 0.5)])
+        'Doc 1(Title: "Paris") Paris is in France.\\nDoc 2(Title: "Oslo") Oslo is cold.\\n'
+        >>> render([])
+        ''
+    """
+    out = ""
+    for i, hit in enumerate(hits):
+        lines = hit.contents.split("\n")
+        out += f"Doc {i + 1}(Title: {lines[0]}) " + "\n".join(lines[1:]) + "\n"
+    return out
+
+
+def normalize_query(query: str) -> str:
+    """The cache key and the string actually searched: stripped, inner whitespace collapsed.
+
+    Example:
+        >>> normalize_query("  who  founded\\tOslo? ")
+        'who founded Oslo?'
+    """
+    return " ".join(query.split())
+
+
+class Retriever:
+    """Batched search with a query cache; subclasses implement ``_search(queries, k)``.
+
+    ``search`` is thread-safe (one lock), so the retrieval server can share one tool.
+    """
+
+    def __init__(self, topk: int = 3, cache: bool = True, max_cache: int = 1_000_000):
+        if int(topk) < 1:
+            raise ValueError(f"topk must be at least 1, got {topk!r}")
+        self.topk = int(topk)
+        self.use_cache = cache
+        self.max_cache = max_cache  # ours: bounded so week-long runs cannot grow without limit
+        self._cache: dict[tuple[str, int], tuple[Hit, ...]] = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        raise NotImplementedError
+
+    def search(self, queries: list[str], k: int | None = None) -> list[list[Hit]]:
+        """Top-``k`` (default ``topk``) hits for every query; all misses go in one backend call.
+
+        A repeated query (in the cache, or earlier in the same batch) counts as a cache hit.
+        """
+        if isinstance(queries, str) or not all(isinstance(q, str) for q in queries):
+            raise ValueError("queries must be a list of strings (wrap a single query in a list)")
+        k = self.topk if k is None else int(k)
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k!r}")
+        keys = [(normalize_query(q), k) for q in queries]
+        with self._lock:
+            known = {key: self._cache[key] for key in keys if self.use_cache and key in self._cache}
+            todo = list(dict.fromkeys(key for key in keys if key not in known))
+            self.misses += len(todo)
+            self.hits += len(keys) - len(todo)
+            if todo:
+                found = dict(zip(todo, map(tuple, self._search([q for q, _ in todo], k))))
+                known.update(found)
+                if self.use_cache:
+                    if len(self._cache) + len(found) > self.max_cache:
+                        self._cache.clear()
+                    self._cache.update(found)
+            return [list(known[key]) for key in keys]
+
+    def cache_stats(self) -> dict:
+        """Cache hits, misses and hit rate since the last ``reset_cache_stats`` (per round)."""
+        total = self.hits + self.misses
+        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hits / total if total else 0.0}
+
+    def reset_cache_stats(self) -> None:
+        """Zero the counters (the cached results stay)."""
+        self.hits = self.misses = 0
+
+    render = staticmethod(render)
+
+
+class SearchTool(Retriever):
+    """Search over a store's passages with BM25 (bm25s) or dense retrieval (FAISS).
+
+    ``db_or_con`` is a store path or an open DuckDB connection. ``model`` picks the dense encoder
+    (default: the packaged all-MiniLM-L6-v2; any sentence-transformers or E5 path); ``e5``
+    forces E5 prefixes on or off (default: detected from the model name). ``index_dir`` moves
+    the persisted indexes (default: beside the store).
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO passages VALUES (5, NULL, 0, 'Tea grows in Assam.')")
+        >>> SearchTool(con).search(["tea"])[0][0].passage_id
+        5
+    """
+
+    def __init__(self, db_or_con, index: str = "bm25", topk: int = 3, model: str | None = None,
+                 e5: bool | None = None, cache: bool = True, index_dir: str | Path | None = None):
+        super().__init__(topk=topk, cache=cache)
+        if isinstance(db_or_con, (str, Path)):
+            if not Path(db_or_con).exists():
+                raise FileNotFoundError(f"no store at {db_or_con}")
+            from workbench import store
+
+            con = store.connect(db_or_con)
+            try:
+                self.corpus = load_corpus(con)
+                self.index = open_index(con, self.corpus, index, model, e5, index_dir)
+            finally:
+                con.close()
+        else:
+            self.corpus = load_corpus(db_or_con)
+            self.index = open_index(db_or_con, self.corpus, index, model, e5, index_dir)
+        self.kind = index
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        corpus: Corpus = self.corpus
+        k_eff = min(k, len(corpus))
+        rows, scores = self.index.search(queries, k_eff)
+        out = []
+        for row, score in zip(rows, scores):
+            # Canonical order: score descending, then passage order, so ties never depend on
+            # the backend's partial sort.
+            order = sorted((i for i in range(len(row)) if row[i] >= 0), key=lambda i: (-float(score[i]), int(row[i])))
+            hits = []
+            for i in order:
+                if self.kind == "bm25" and score[i] <= 0:
+                    continue
+                r = int(row[i])
+                hits.append(Hit(corpus.passage_ids[r], corpus.entity_ids[r], corpus.titles[r],
+                                corpus.texts[r], float(np.float32(score[i]))))
+            out.append(hits)
+        return out
