@@ -3,6 +3,7 @@ one transaction (rollback leaves the store unchanged), and the rate benchmark.""
 
 import doctest
 
+import duckdb
 import pytest
 
 from workbench import store
@@ -124,8 +125,9 @@ def test_bad_item_rolls_back(con):
         write_back(con, "r", 0, [good, item(8, [1, 2], [("p", 2, "x")])])
     with pytest.raises(ValueError, match="r_ans must be 0 or 1"):
         write_back(con, "r", 0, [item(9, [1, 2], [], r_ans=0.5)])
-    # a failure inside DuckDB after the new chain was inserted (a passage id beyond BIGINT): all undone
-    with pytest.raises(Exception):
+    # a failure inside DuckDB after the new chain was inserted (a passage id beyond BIGINT): the
+    # original error surfaces and everything is undone
+    with pytest.raises(duckdb.ConversionException, match="out of range"):
         write_back(con, "r", 0, [good, item(10, [1, 2, 3], [(2 ** 70, 2, "Rome, Ann.")])])
     assert snapshot(con) == before
     with pytest.raises(ValueError, match="round"):
@@ -148,3 +150,12 @@ def test_bench_writeback_small():
     r = bench_writeback(n_chains=50, n_items=100, seed=0)
     assert r["evidence_written"] > 0 and r["replay_written"] == 0
     assert r["replay_skipped"] == r["evidence_written"]
+
+
+def test_numpy_ids_are_accepted(con):
+    import numpy as np
+    it = WriteBackItem(np.int64(7), CHAIN, 1, 0.9, [np.int64(1), np.int64(3)],
+                       [RetrievedPassage(np.int64(400), np.int64(3), "Italy is where Ann lives.")])
+    assert write_back(con, "r", 0, [it]) == {"new_chains": 1, "merged_evidence": 2, "skipped_duplicates": 0,
+                                             "rejected": 0}
+    assert con.execute("SELECT trajectory_id FROM chains WHERE origin = 'writeback'").fetchall() == [(7,)]

@@ -241,3 +241,20 @@ def test_cli_build_and_export(con, tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out and (tmp_path / "g0.jsonl").stat().st_size > 0
     assert main(["pool", "build", "--db", db, "--walks", "10", "--hops", "two"]) == 2
     assert "--hops: expected N or MIN-MAX" in capsys.readouterr().err
+
+
+def test_pool_on_a_tinyworld_smoke_world(tmp_path):
+    from workbench.kg.tinyworld import generate_world, write_world
+
+    con = store.connect(tmp_path / "tw.duckdb")
+    write_world(con, generate_world(200, seed=0))
+    result = build_pool(con, walks=2000, seed=0)
+    assert result["chains"] > 100
+    for reason in ("hops", "cycle", "list", "year", "nationality"):  # TinyWorld's noise is reached
+        assert result["rejections"].get(reason, 0) > 0, reason
+    edges = set(con.execute("SELECT src, dst, relation FROM edges").fetchall())
+    kinds = dict(con.execute("SELECT entity_id, kind FROM entities").fetchall())
+    for c in load_pool(con):
+        assert all(e in edges for e in zip(c.entity_ids, c.entity_ids[1:], c.relations))
+        assert all(kinds[e] == "entity" for e in c.entity_ids)
+        assert sum(e.target == "node" for e in c.evidence) == len(c.entity_ids)

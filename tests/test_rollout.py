@@ -44,8 +44,12 @@ def tool(con):
     return SearchTool(con, index="bm25", topk=2)
 
 
+def _prompt_ids(policy, question):
+    return policy.encode(policy.chat_prompt(protocol.solver_user_message(question)))
+
+
 def _script_ids(policy, tool, question, turns):
-    ids = policy.encode(policy.chat_prompt(protocol.solver_user_message(question)))
+    ids = _prompt_ids(policy, question)
     for turn in turns:
         ids += policy.encode(turn)
         action = protocol.parse_action(turn)
@@ -60,17 +64,27 @@ def policy(tool):
     tok = train_tokenizer(corpus, vocab_size=400)
     backbone = dataclasses.replace(preset("smoke").backbone, hidden_size=64, layers=2, heads=2, kv_heads=1)
     policy = Policy(tiny_model(backbone, tok, seed=0), tok, device="cpu")
-    seqs = [torch.tensor([_script_ids(policy, tool, q, turns)]) for q, turns in SCRIPTS.items()]
+    seqs = [_script_ids(policy, tool, q, turns) for q, turns in SCRIPTS.items()]
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), tok.pad_token_id)
+    labels = torch.full((len(seqs), width), -100)
+    for i, (seq, question) in enumerate(zip(seqs, SCRIPTS)):
+        ids[i, :len(seq)] = labels[i, :len(seq)] = torch.tensor(seq)
+        labels[i, :len(_prompt_ids(policy, question))] = -100  # learn the responses only
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: extra threads only spin on a shared 2-core machine
     torch.manual_seed(0)
     opt = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
     policy.model.train()
-    for _ in range(150):
-        loss = sum(policy.model(input_ids=s, labels=s).loss for s in seqs)
+    for _ in range(80):
+        loss = policy.model(input_ids=ids, attention_mask=(labels != -100) | (ids != tok.pad_token_id),
+                            labels=labels).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
     policy.model.eval()
-    return policy
+    yield policy
+    torch.set_num_threads(threads)
 
 
 class Spy:
@@ -140,7 +154,7 @@ def test_max_turns_is_respected(policy, tool):
 
 
 def test_length_limit_cuts_rows(policy, tool):
-    prompt_len = len(policy.encode(policy.chat_prompt(protocol.solver_user_message(HARD))))
+    prompt_len = len(_prompt_ids(policy, HARD))
     trajs = rollout(policy, tool, [HARD], 2, temperature=0, **_kw(max_total_tokens=prompt_len + 30))
     for t in trajs:
         assert t.finished_reason == "length" and t.length == prompt_len + 30

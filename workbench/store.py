@@ -176,6 +176,20 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
+@contextlib.contextmanager
+def registered(con, name: str, frame) -> Iterator[None]:
+    """``con.register`` a frame for the block; on an error the original exception propagates (an
+    aborted DuckDB transaction also refuses ``unregister``, which must not mask the cause)."""
+    con.register(name, frame)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+        raise
+    con.unregister(name)
+
+
 def next_id(con: duckdb.DuckDBPyConnection, table: str, column: str) -> int:
     """The smallest id above every id in ``table.column`` (0 for an empty table)."""
     # fetchall, not fetchone: an unfinished result blocks a later con.register() in DuckDB 2.0

@@ -4,7 +4,8 @@ Every invented word is a sequence of syllables from ``SYLLABLES``: open syllable
 vowel) everywhere and, in the last position only, closed ones (consonant + vowel + n/r/l/s).
 A tokenizer trained on generic vocabulary plus ``syllable_vocabulary()`` therefore splits every
 entity name the same way in demonstrations and in any world, so a model learns to copy names
-rather than memorise them (see STACK.md, "Probe").
+rather than memorise them (see STACK.md, "Probe"). Distinct codes give distinct words: every
+syllable starts with a consonant and holds one vowel, so a word splits into syllables one way.
 
 Example:
     >>> import numpy as np
@@ -47,39 +48,52 @@ def syllable_vocabulary() -> list[str]:
         DEMONYM_AFTER_CONSONANT, DEMONYM_AFTER_VOWEL]
 
 
+# Word codes: block k (k = 2, 3, 4 syllables) holds 75**(k-1) * 375 codes, blocks back to back.
+_BLOCK = {k: _N_OPEN ** (k - 1) * _N_ALL for k in (2, 3, 4)}
+_BLOCK_START = {2: 0, 3: _BLOCK[2], 4: _BLOCK[2] + _BLOCK[3]}
+CAPACITY = sum(_BLOCK.values())
+
+
 def _decode(codes: np.ndarray) -> list[str]:
-    """Word codes -> strings. Codes < n2 have two syllables, the rest three."""
-    n2 = _N_OPEN * _N_ALL
+    """Word codes -> strings: open syllables, then one open or closed last syllable."""
     lower = np.array(SYLLABLES, dtype=object)
     upper = np.array([s.capitalize() for s in SYLLABLES], dtype=object)
-    two = codes < n2
     out = np.empty(len(codes), dtype=object)
-    c2 = codes[two]
-    out[two] = upper[c2 // _N_ALL] + lower[c2 % _N_ALL]
-    c3 = codes[~two] - n2
-    first, rest = c3 // (_N_OPEN * _N_ALL), c3 % (_N_OPEN * _N_ALL)
-    out[~two] = upper[first] + lower[rest // _N_ALL] + lower[rest % _N_ALL]
+    for k, start in _BLOCK_START.items():
+        mask = (codes >= start) & (codes < start + _BLOCK[k])
+        if not mask.any():
+            continue
+        c = codes[mask] - start
+        word = lower[c % _N_ALL]
+        c = c // _N_ALL
+        for i in range(k - 1):  # open syllables, right to left; the first one capitalised
+            word = (upper if i == k - 2 else lower)[c % _N_OPEN] + word
+            c = c // _N_OPEN
+        out[mask] = word
     return out.tolist()
 
 
-def make_words(n: int, rng: np.random.Generator, p_two: float = 0.3) -> list[str]:
-    """``n`` distinct capitalised words of two or three syllables (a share ``p_two`` of two).
+def make_words(n: int, rng: np.random.Generator) -> list[str]:
+    """``n`` distinct capitalised words of two to four syllables, in a seeded order.
 
-    Deterministic given ``rng``; vectorised (a million words in well under a second).
+    Mostly two or three syllables; four-syllable words join in only when ``n`` is large (beyond
+    about half a million), so small worlds keep short names. Vectorised: a million words take
+    about a second.
 
     Example:
         >>> make_words(3, np.random.default_rng(1)) == make_words(3, np.random.default_rng(1))
         True
     """
-    n2 = _N_OPEN * _N_ALL
-    capacity = n2 + _N_OPEN * _N_OPEN * _N_ALL
-    if not 0 <= n <= capacity // 2:
-        raise ValueError(f"make_words: n={n} is outside 0..{capacity // 2} (syllable inventory capacity)")
+    if not 0 <= n <= CAPACITY // 4:
+        raise ValueError(f"make_words: n={n} is outside 0..{CAPACITY // 4} (syllable inventory capacity)")
+    weights = np.array([0.3, 0.7, 0.0]) if n <= _BLOCK[3] // 4 else np.array([0.05, 0.45, 0.5])
     chosen = np.empty(0, dtype=np.int64)
     while len(chosen) < n:
         m = int((n - len(chosen)) * 1.3) + 64
-        two = rng.random(m) < p_two
-        codes = np.where(two, rng.integers(0, n2, m), n2 + rng.integers(0, capacity - n2, m))
+        k = rng.choice([2, 3, 4], m, p=weights)
+        size = np.array([_BLOCK[2], _BLOCK[3], _BLOCK[4]])[k - 2]
+        codes = np.array([_BLOCK_START[2], _BLOCK_START[3], _BLOCK_START[4]])[k - 2] + \
+            (rng.random(m) * size).astype(np.int64)
         merged = np.concatenate([chosen, codes])
         _, first = np.unique(merged, return_index=True)
         chosen = merged[np.sort(first)]  # keep first occurrences, in draw order

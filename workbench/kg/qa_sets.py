@@ -137,12 +137,14 @@ class _Graph:
         self.range = dict(zip(rel["label"], rel["range"]))
         functional = {lbl for lbl, f in zip(rel["label"], rel["functional"]) if f}
         src, dst = edges["src"].to_numpy(), edges["dst"].to_numpy()
-        label = edges["relation"].to_numpy(zero_copy_only=False)
+        encoded = pc.dictionary_encode(edges["relation"]).combine_chunks()
+        code = encoded.indices.to_numpy(zero_copy_only=False)
+        code_of = {lbl: i for i, lbl in enumerate(encoded.dictionary.to_pylist())}
         self.obj: dict[str, np.ndarray] = {}
-        for lbl in set(QUESTIONS) | set(YEAR_QUESTIONS):
-            if lbl not in functional:
+        for lbl in sorted(set(QUESTIONS) | set(YEAR_QUESTIONS)):
+            if lbl not in functional or lbl not in code_of:
                 continue
-            m = label == lbl
+            m = code == code_of[lbl]
             obj = np.full(self.n, -1, dtype=np.int64)
             obj[src[m]] = dst[m]
             self.obj[lbl] = obj

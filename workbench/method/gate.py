@@ -297,7 +297,8 @@ def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier
     """Eq. 6 on all M candidates of one chain; the top k with Q >= threshold are admitted.
 
     Returns one Verdict per candidate, in input order (``index`` = position). Ties in Q are broken
-    by candidate order, so the gate is deterministic given the verifier.
+    by candidate order, so the gate is deterministic given the verifier. A candidate with Q = 0 (a
+    leak, a dimension at 0) is never admitted, even at threshold 0.
     """
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0, got {top_k!r}")
@@ -331,7 +332,6 @@ def store_verdicts(con, run: str, round: int, chain_id: int, verdicts: Sequence[
     import pandas as pd
 
     from workbench import store
-    from workbench.method.memory import next_free_id
 
     n = len(verdicts)
     for name, seq in (("rewards", rewards), ("p_s", p_s)):
@@ -340,7 +340,7 @@ def store_verdicts(con, run: str, round: int, chain_id: int, verdicts: Sequence[
     if n == 0:
         return []
     with store.transaction(con):
-        first = next_free_id(con, "candidates", "candidate_id")
+        first = store.next_id(con, "candidates", "candidate_id")
         ids = list(range(first, first + n))
         frame = pd.DataFrame({
             "candidate_id": ids, "run": run, "round": int(round), "chain_id": int(chain_id),
@@ -352,10 +352,7 @@ def store_verdicts(con, run: str, round: int, chain_id: int, verdicts: Sequence[
             "p_s": pd.array(list(p_s) if p_s is not None else [None] * n, dtype="Float64"),
             "reward": pd.array(list(rewards) if rewards is not None else [None] * n, dtype="Float64"),
         })
-        con.register("_gate_rows", frame)
-        try:
+        with store.registered(con, "_gate_rows", frame):
             con.execute("INSERT INTO candidates SELECT candidate_id, run, round, chain_id, idx, question, "
                         "answer, extracted, admitted, scores::JSON, reason, p_s, reward FROM _gate_rows")
-        finally:
-            con.unregister("_gate_rows")
     return ids

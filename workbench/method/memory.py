@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -80,46 +81,40 @@ def _words(text: str) -> str:
     return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
 
 
+def _is_id(x) -> bool:
+    """An integer id (Python or NumPy), not a bool."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 def _validate(i: int, item: WriteBackItem) -> None:
     where = f"write-back item {i} (trajectory {getattr(item, 'trajectory_id', None)!r})"
     if not isinstance(item, WriteBackItem):
         raise ValueError(f"{where}: expected a WriteBackItem, got {type(item).__name__}")
-    if not isinstance(item.trajectory_id, int):
+    if not _is_id(item.trajectory_id):
         raise ValueError(f"{where}: trajectory_id must be an int")
     if item.r_ans not in (0, 1):
         raise ValueError(f"{where}: r_ans must be 0 or 1, got {item.r_ans!r}")
-    if not all(isinstance(e, int) for e in item.path):
+    if not all(_is_id(e) for e in item.path):
         raise ValueError(f"{where}: path must be a list of entity ids (ints), got {item.path!r}")
     for p in item.passages:
-        if not (isinstance(p, RetrievedPassage) and isinstance(p.passage_id, int)
-                and isinstance(p.entity_id, int) and isinstance(p.text, str)):
+        if not (isinstance(p, RetrievedPassage) and _is_id(p.passage_id)
+                and _is_id(p.entity_id) and isinstance(p.text, str)):
             raise ValueError(f"{where}: bad retrieved passage {p!r} (expected passage_id, entity_id ints and text)")
 
 
-def next_free_id(con, table: str, column: str) -> int:
-    """store.next_id, fully fetched: DuckDB 2 refuses ``register`` while a fetchone() result is open."""
-    return int(con.execute(f"SELECT coalesce(max({column}) + 1, 0) FROM {table}").fetchall()[0][0])
-
-
 def _titles(con, ids: set[int]) -> dict[int, str]:
-    con.register("_wb_ids", pd.DataFrame({"entity_id": sorted(ids)}, dtype="int64"))
-    try:
+    with store.registered(con, "_wb_ids", pd.DataFrame({"entity_id": sorted(ids)}, dtype="int64")):
         return dict(con.execute("SELECT e.entity_id, e.title FROM entities e JOIN _wb_ids USING (entity_id)")
                     .fetchall())
-    finally:
-        con.unregister("_wb_ids")
 
 
 def _edge_labels(con, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
     if not pairs:
         return {}
     frame = pd.DataFrame(sorted(pairs), columns=["src", "dst"], dtype="int64")
-    con.register("_wb_pairs", frame)
-    try:
+    with store.registered(con, "_wb_pairs", frame):
         rows = con.execute("SELECT p.src, p.dst, min(e.relation) FROM _wb_pairs p JOIN edges e "
                            "ON e.src = p.src AND e.dst = p.dst GROUP BY p.src, p.dst").fetchall()
-    finally:
-        con.unregister("_wb_pairs")
     return {(s, d): r for s, d, r in rows}
 
 
@@ -150,16 +145,13 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
                 raise ValueError(f"write-back trajectory {it.trajectory_id}: path entities {unknown} "
                                  "are not in the entities table")
         hashes = [chain_hash([titles[e] for e in it.path]) for it in accepted]
-        con.register("_wb_hashes", pd.DataFrame({"hash": sorted(set(hashes))}))
-        try:
+        with store.registered(con, "_wb_hashes", pd.DataFrame({"hash": sorted(set(hashes))})):
             known = dict(con.execute(
                 "SELECT c.hash, min(c.chain_id) FROM chains c JOIN _wb_hashes h USING (hash) "
                 "WHERE c.run IS NULL OR c.run = ? GROUP BY c.hash", [run]).fetchall())
-        finally:
-            con.unregister("_wb_hashes")
 
         # New sequences: one chain per distinct new hash, created by its first trajectory.
-        next_chain = next_free_id(con, "chains", "chain_id")
+        next_chain = store.next_id(con, "chains", "chain_id")
         new_chains, new_nodes = [], []
         label_pairs = {(u, v) for it in accepted for u, v in zip(it.path, it.path[1:])}
         edge_labels: dict | None = None
@@ -177,15 +169,13 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
                 label = None if nxt is None else origin.get((e, nxt)) or edge_labels.get((e, nxt)) or DEFAULT_RELATION
                 new_nodes.append((cid, pos, e, label))
         if new_chains:
-            con.register("_wb_chains", pd.DataFrame(new_chains, columns=[
-                "chain_id", "hash", "hops", "run", "created_round", "origin", "trajectory_id"]))
-            con.register("_wb_nodes", pd.DataFrame(new_nodes, columns=["chain_id", "position", "entity_id", "relation"]))
-            try:
+            chain_frame = pd.DataFrame(new_chains, columns=[
+                "chain_id", "hash", "hops", "run", "created_round", "origin", "trajectory_id"])
+            with store.registered(con, "_wb_chains", chain_frame):
                 con.execute("INSERT INTO chains SELECT * FROM _wb_chains")
+            node_frame = pd.DataFrame(new_nodes, columns=["chain_id", "position", "entity_id", "relation"])
+            with store.registered(con, "_wb_nodes", node_frame):
                 con.execute("INSERT INTO chain_nodes SELECT * FROM _wb_nodes")
-            finally:
-                con.unregister("_wb_chains")
-                con.unregister("_wb_nodes")
         counts["new_chains"] = len(new_chains)
 
         # Candidate evidence rows: every (node | edge) of the target chain a passage matches.
@@ -203,9 +193,8 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
             return counts
         frame = pd.DataFrame(rows, columns=["seq", "chain_id", "position", "target", "entity_id", "passage_id",
                                             "text", "trajectory_id"])
-        con.register("_wb_rows", frame)
-        try:
-            first = next_free_id(con, "evidence", "evidence_id")
+        with store.registered(con, "_wb_rows", frame):
+            first = store.next_id(con, "evidence", "evidence_id")
             (written,) = con.execute("""
                 INSERT INTO evidence (evidence_id, chain_id, position, target, entity_id, passage_id, text,
                                       source, run, round, trajectory_id)
@@ -220,8 +209,6 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
                 SELECT $first + row_number() OVER (ORDER BY seq) - 1, chain_id, position, target, entity_id,
                        passage_id, text, 'writeback', $run, $round, trajectory_id FROM fresh
                 """, {"first": first, "run": run, "round": out_round}).fetchall()[0]
-        finally:
-            con.unregister("_wb_rows")
         counts["merged_evidence"] = int(written)
         counts["skipped_duplicates"] = len(rows) - int(written)
     return counts

@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple, Sequence
 
+from workbench import store
 from workbench.method.rewards import path_score
 from workbench.scoring import normalize_answer
 
@@ -183,12 +184,10 @@ class EvidenceGraph:
         titles: dict[int, str] = {}
         if ids:
             import pandas as pd
-            con.register("_ps_ids", pd.DataFrame({"entity_id": ids}))
-            try:
+
+            with store.registered(con, "_ps_ids", pd.DataFrame({"entity_id": ids})):
                 titles = dict(con.execute("SELECT e.entity_id, e.title FROM entities e "
                                           "JOIN _ps_ids i USING (entity_id)").fetchall())
-            finally:
-                con.unregister("_ps_ids")
         return cls.from_records(records, titles, params)
 
     def direct(self, u: int, v: int) -> float:

@@ -17,6 +17,7 @@ Example (CLI):
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -93,7 +94,12 @@ def bench_retrieval(args) -> dict:
         if not questions:
             raise ValueError(f"{db_path(args)} holds no 'tinyworld' single_hop questions: "
                              "build the world first (`workbench world build`)")
-        out = {"db": db_path(args), "single_hop_questions": len(questions)}
+        import torch
+
+        # Thread count and load make CPU figures interpretable: on a shared, busy machine a
+        # multi-threaded single-query encode mostly waits for its threads.
+        out = {"db": db_path(args), "single_hop_questions": len(questions),
+               "torch_threads": torch.get_num_threads(), "load_avg_1min": os.getloadavg()[0]}
         for kind in ("bm25", "dense"):
             t0 = time.perf_counter()
             tool = SearchTool(con, index=kind, topk=3)
