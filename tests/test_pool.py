@@ -46,10 +46,6 @@ def con(tmp_path):
     return con
 
 
-def _titles(con):
-    return dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
-
-
 # ----------------------------------------------------------------------------------- filters
 
 def test_each_filter_rejects_what_it_should_counted_once_by_first_reason():
@@ -171,7 +167,8 @@ def _write_back(con, run="r1"):
                 [chain_hash(["Dorin", "Essa", "Celand"]), run])
     con.executemany("INSERT INTO chain_nodes VALUES (500, ?, ?, ?)",
                     [[0, 13, "born in"], [1, 14, "located in"], [2, 12, None]])
-    con.execute("INSERT INTO evidence VALUES (1001, 500, 1, 'node', 14, NULL, 'Essa text', 'writeback', ?, 2, 8)", [run])
+    con.execute("INSERT INTO evidence VALUES (1001, 500, 1, 'node', 14, NULL, 'Essa text', 'writeback', ?, 2, 8)",
+                [run])
     return g0
 
 
@@ -241,6 +238,8 @@ def test_cli_build_and_export(con, tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out and (tmp_path / "g0.jsonl").stat().st_size > 0
     assert main(["pool", "build", "--db", db, "--walks", "10", "--hops", "two"]) == 2
     assert "--hops: expected N or MIN-MAX" in capsys.readouterr().err
+    assert main(["pool", "export", "--db", str(tmp_path / "missing.duckdb"), str(tmp_path / "x.jsonl")]) == 2
+    assert "no store at" in capsys.readouterr().err
 
 
 def test_pool_on_a_tinyworld_smoke_world(tmp_path):

@@ -197,3 +197,24 @@ def test_cli_search_prints_rendered_hits(db, capsys):
     assert capsys.readouterr().out.startswith('Doc 1(Title: "Grey Tide") Grey Tide is a drama film')
     assert cli.main(["search", "--db", str(db), "Dagiju", "-k", "0"]) == 2
     assert "-k must be at least 1" in capsys.readouterr().err
+
+
+def test_bench_recall_and_speed_on_bm25(db, tmp_path):
+    from argparse import Namespace
+
+    from workbench.search import bench
+
+    tool = SearchTool(db, index="bm25")
+    questions = [("Where was Tamsin Ore born?", ["Dagiju"], [4, 1]),       # evidence: passage 104
+                 ("Who directed Grey Tide?", ["Quon Adel"], [10, 9]),      # evidence: passage 112
+                 ("What is the capital of Saffa?", ["Mirrel"], [7, 8]),
+                 ("Which film did Orrin Vale make?", ["Nothing"], [12, 99])]  # no gold passage
+    assert bench.gold_passages(tool.corpus, ["Dagiju"], [4, 1]) == ({100, 101, 104}, {104})
+    r = bench.recall(tool, questions, k=3)
+    assert r == {"questions": 3, "no_gold_passage": 1, "recall_at_3": 1.0, "evidence_recall_at_3": 1.0}
+    s = bench.speed(tool, [q for q, _, _ in questions], batch=16)
+    assert s["batch"] == 16 and s["batched_qps"] > 0 and s["single_qps"] > 0
+    assert tool.use_cache and tool.cache_stats()["hits"] == 0  # speed runs without the cache
+    make_store(tmp_path / "noq.duckdb").close()
+    with pytest.raises(ValueError, match="no 'tinyworld' single_hop questions"):
+        bench.bench_retrieval(Namespace(db=str(tmp_path / "noq.duckdb"), preset="smoke"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 
+import duckdb
 import pytest
 
 from workbench import cli, store
@@ -112,6 +113,17 @@ def test_functional_relations_have_one_object(frames):
     assert (located[flows.dst].to_numpy() == rises[flows.src].to_numpy()).all()
 
 
+def test_works_and_companies_date_from_after_their_creators_birth(frames):
+    ed, e = frames["edges"], frames["entities"]
+    year = e.set_index("entity_id").title
+    born = ed[ed.relation == "born in year"].set_index("src").dst.map(year).astype(int)
+    for made, by in (("released in year", "directed by"), ("published in year", "written by"),
+                     ("founded in year", "founded by")):
+        when = ed[ed.relation == made].set_index("src").dst.map(year).astype(int)
+        who = ed[ed.relation == by].set_index("src").dst
+        assert (when[who.index].to_numpy() > born[who].to_numpy()).all(), made
+
+
 def test_noise_pages_exist_and_are_reachable_by_labelled_edges(frames):
     e, ed = frames["entities"], frames["edges"]
     targets = set(ed.dst)
@@ -143,7 +155,7 @@ def test_write_world_replaces_and_failure_leaves_store_unchanged(tmp_path, world
     assert back == world.passages["text"].to_pylist()
     broken = generate_world(N, 0)
     broken.edges = broken.edges.rename_columns(["src", "dst", "relation", "nonexistent"])
-    with pytest.raises(Exception):
+    with pytest.raises(duckdb.Error, match="nonexistent"):
         write_world(con, broken)
     assert con.execute("SELECT count(*) FROM edges").fetchall()[0][0] == counts["edges"]
     assert con.execute("SELECT count(*) FROM entities").fetchall()[0][0] == counts["entities"]

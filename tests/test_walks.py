@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from workbench import store
-from workbench.kg.walks import CSRGraph, bench_walks, hop_range, random_walks, synthetic_edges
+from workbench.kg.walks import (CSRGraph, _prepare_sql, bench_walks, hop_range, per_hop_walks, random_walks,
+                                sql_walks, synthetic_edges)
 
 
 @pytest.fixture()
@@ -86,3 +87,22 @@ def test_bench_walks_reports_the_contract_keys():
                        "csr_vs_per_hop", "csr_vs_sql", "peak_rss_mb"]
     assert r["edges"] == 20000 and all(v > 0 for v in r.values())
     assert r["csr_vs_per_hop"] == pytest.approx(r["csr_walks_per_s"] / r["per_hop_walks_per_s"], rel=0.01)
+
+
+def test_benchmark_baselines_walk_real_edges():
+    import duckdb
+
+    src, dst, rel, n = synthetic_edges(3000, seed=2)
+    edges = set(zip(src.tolist(), dst.tolist()))
+    con = duckdb.connect(":memory:")
+    _prepare_sql(con, src, dst, rel)
+    starts = np.unique(src)[:300]
+    walks = [per_hop_walks(con, starts[:30], 3, seed=0)]
+    walks += [sql_walks(con, starts, 3, seed=0, method=m) for m in ("csr", "window")]
+    assert len(walks[0]) == 30 and all(len(w) > 0.8 * len(starts) for w in walks[1:])  # few dead ends
+    for w in walks:
+        assert set(w[:, 0].tolist()) <= set(starts.tolist())
+        for row in w.tolist():
+            assert all(step in edges for step in zip(row, row[1:]) if step[1] >= 0)
+    with pytest.raises(ValueError, match="method"):
+        sql_walks(con, starts, 3, method="recursive")

@@ -188,8 +188,13 @@ def _succeeded(notebook: Path) -> bool:
         return False
     import nbformat
 
-    meta = nbformat.read(notebook, as_version=4).metadata.get("papermill", {})
-    return bool(meta.get("end_time")) and not meta.get("exception")
+    nb = nbformat.read(notebook, as_version=4)
+    if not nb.metadata.get("papermill", {}).get("end_time") or nb.metadata.papermill.get("exception"):
+        return False
+    # A kernel that never started leaves the notebook "complete" too: every code cell must have run.
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    return all(c.metadata.get("papermill", {}).get("end_time") for c in code) and not any(
+        o.get("output_type") == "error" for c in code for o in c.get("outputs", []))
 
 
 def _describe_error(err: Exception) -> str:

@@ -23,11 +23,9 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Iterator
 
 import duckdb
 import pandas as pd
@@ -45,7 +43,7 @@ BUILDUP: dict[str, str] = {
 }
 PNG_HELP = ("PNG export off: kaleido needs a Chrome/Chromium (`apt-get install chromium` on Debian, "
             "or `plotly_get_chrome`); wrote HTML only")
-_png_works: bool | None = None  # learnt on the first save; a missing browser is not retried
+_png_works: bool | None = None  # learnt on the first PNG; a missing browser is not looked for again
 
 
 # ---------------------------------------------------------------------------------------- saving
@@ -60,20 +58,18 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
         >>> save_fig(go.Figure(go.Bar(x=[1], y=[2])), "demo", out_dir=tmp)  # doctest: +SKIP
         [PosixPath('.../demo.html'), PosixPath('.../demo.png')]
     """
-    global _png_works
     out = Path(out_dir) if out_dir else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     html = out / f"{name}.html"
     fig.write_html(html, include_plotlyjs="directory")
     written = [html]
-    if _png_works is not False:
+    if _png_ready():
+        png = out / f"{name}.png"
         try:
-            fig.write_image(out / f"{name}.png", width=1200, height=max(500, fig.layout.height or 500))
-            written.append(out / f"{name}.png")
-            _png_works = True
-        except Exception as err:  # kaleido raises plain RuntimeError/ValueError without a browser
-            _png_works = False
-            print(f"{PNG_HELP} ({type(err).__name__})")
+            fig.write_image(png, width=1200, height=max(500, fig.layout.height or 500))
+            written.append(png)
+        except Exception as err:  # a browser that crashes must not cost the HTML
+            print(f"PNG export failed for {name} ({type(err).__name__}: {err}); wrote HTML only")
     for path in written:
         print(path)
     return written
@@ -103,27 +99,24 @@ def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Pa
     return [md, csv]
 
 
-@contextlib.contextmanager
-def png_server() -> Iterator[None]:
-    """Keep one browser open for every ``save_fig`` inside (kaleido otherwise starts one per PNG).
+def _png_ready() -> bool:
+    """Whether PNG export works; on the first call, start one kaleido browser for the whole process."""
+    global _png_works
+    if _png_works is None:
+        import atexit
 
-    Example:
-        >>> with png_server():  # doctest: +SKIP
-        ...     save_fig(fig_a, "a"); save_fig(fig_b, "b")
-    """
-    import kaleido
-    from choreographer.browsers.chromium import Chromium
+        import kaleido
+        from choreographer.browsers.chromium import Chromium
 
-    # Without a browser kaleido's server thread dies and later calls wait forever: look first.
-    browser = Chromium.find_browser(skip_local=False)
-    started = bool(browser) and os.access(browser, os.X_OK)
-    if started:
-        kaleido.start_sync_server(silence_warnings=True)
-    try:
-        yield
-    finally:
-        if started:
-            kaleido.stop_sync_server(silence_warnings=True)
+        # Without a browser kaleido's server thread dies and later calls wait forever: look first.
+        browser = Chromium.find_browser(skip_local=False)
+        _png_works = bool(browser) and os.access(browser, os.X_OK)
+        if _png_works:
+            kaleido.start_sync_server(silence_warnings=True)  # else every PNG starts its own browser
+            atexit.register(kaleido.stop_sync_server, silence_warnings=True)
+        else:
+            print(PNG_HELP)
+    return _png_works
 
 
 # ------------------------------------------------------------------------------- reading the store
@@ -432,16 +425,15 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
         print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers alone")
     written: list[Path] = []
     try:
-        with png_server():
-            for name, builder in (("table1_main_results", table1), ("table2_buildup", table2)):
-                tables, fig = builder(con)
-                caption = f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
-                for side, df in tables.items():
-                    if not df.empty:
-                        written += save_table(df, f"{name}_{'paper' if side == 'paper' else 'run'}", caption, out_dir)
-                written += save_fig(fig, name, out_dir)
-            written += save_fig(figure3(con), "figure3_training_dynamics", out_dir)
-            written += save_fig(figure4(con), "figure4_generated_vs_seed", out_dir)
+        for name, builder in (("table1_main_results", table1), ("table2_buildup", table2)):
+            tables, fig = builder(con)
+            caption = f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
+            for side, df in tables.items():
+                if not df.empty:
+                    written += save_table(df, f"{name}_{'paper' if side == 'paper' else 'run'}", caption, out_dir)
+            written += save_fig(fig, name, out_dir)
+        written += save_fig(figure3(con), "figure3_training_dynamics", out_dir)
+        written += save_fig(figure4(con), "figure4_generated_vs_seed", out_dir)
     finally:
         if con is not None:
             con.close()

@@ -59,9 +59,13 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from workbench import store
     from workbench.kg.pool import export_pool
 
+    if not Path(db_path(args)).exists():
+        raise FileNotFoundError(f"--db: no store at {db_path(args)} (run `workbench pool build` first)")
     con = store.connect(db_path(args))
     try:
         n = export_pool(con, args.file, run=args.run, round=args.round)

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="size preset: smoke ~200 entities, tiny ~2,000 (default: tiny)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default: 0)")
     p.add_argument("--entities", type=int, default=None, metavar="N",
-                   help="number of entities, overriding the preset (any size; 1,000,000 takes ~1 minute)")
+                   help="number of entities, overriding the preset (any size; 1,000,000 take about 1-2 minutes)")
     add_db(p)
     p.set_defaults(func=_world)
 

@@ -124,10 +124,10 @@ def _runs_on_g0(con) -> list[str]:
     return [r for (r,) in rows]
 
 
-def _delete_g0(con, with_run_evidence: bool) -> None:
+def _delete_g0(con) -> None:
+    """Delete G_0's chains, nodes and all evidence on them (runs' included: callers check first)."""
     g0 = "SELECT chain_id FROM chains WHERE run IS NULL"
-    run_clause = "" if with_run_evidence else " AND run IS NULL"
-    con.execute(f"DELETE FROM evidence WHERE chain_id IN ({g0}){run_clause}")
+    con.execute(f"DELETE FROM evidence WHERE chain_id IN ({g0})")
     con.execute(f"DELETE FROM chain_nodes WHERE chain_id IN ({g0})")
     con.execute("DELETE FROM chains WHERE run IS NULL")
 
@@ -219,7 +219,7 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
             if runs and not force:
                 raise ValueError(f"G_0 is in use by run(s) {runs} (write-back evidence or candidates on G_0 "
                                  "chains); rebuilding would orphan them: pass force=True (--force) to rebuild anyway")
-            _delete_g0(con, with_run_evidence=True)
+            _delete_g0(con)
             first = store.next_id(con, "chains", "chain_id")
             con.execute("""INSERT INTO chains (chain_id, hash, hops, run, created_round, origin)
                            SELECT $first + idx, hash, hops, NULL, 0, 'walk' FROM _new_chains""", {"first": first})

@@ -290,16 +290,14 @@ def write_questions(con, questions: pa.Table) -> int:
 
     The caller owns the transaction (``build_world`` writes world and questions in one).
     """
-    # fetchall, not store.next_id: DuckDB 2.0 refuses register() while a fetchone() result is open
-    ((first,),) = con.execute("SELECT coalesce(max(question_id) + 1, 0) FROM questions").fetchall()
+    from workbench import store
+
+    first = store.next_id(con, "questions", "question_id")
     questions = questions.set_column(0, "question_id", pa.array(np.arange(first, first + questions.num_rows),
                                                                 pa.int64()))
     cols = ", ".join(QUESTION_COLUMNS)
-    con.register("_qa_insert", questions)
-    try:
+    with store.registered(con, "_qa_insert", questions):
         con.execute(f"INSERT INTO questions ({cols}) SELECT {cols} FROM _qa_insert")
-    finally:
-        con.unregister("_qa_insert")
     return questions.num_rows
 
 

@@ -90,8 +90,6 @@ _CUE_RE = re.compile(
     r".*\b(" + "|".join(re.escape(c) for c in sorted(RELATION_CUES, key=len, reverse=True)) + r")\b"
     r"(?:\W+\w+){0,%d}\W*$" % MAX_GAP_WORDS, re.IGNORECASE | re.DOTALL)
 
-SHORT_TITLE_CHARS = 3  # ours (brief of issue 2): imported titles this short are kind 'short'
-
 
 def title_kind(title: str) -> str:
     """The noise kind a page title signals: 'year', 'list', 'short', 'nationality' or 'entity'.
@@ -103,7 +101,7 @@ def title_kind(title: str) -> str:
         >>> [title_kind(t) for t in ["1987", "List of rivers of Peru", "Ox", "French", "Lima"]]
         ['year', 'list', 'short', 'nationality', 'entity']
     """
-    return classify_title(title, short_chars=SHORT_TITLE_CHARS) or "entity"
+    return classify_title(title) or "entity"
 
 
 def relation_label(sentence_before_anchor: str, wikidata: str | None = None) -> str:
