@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import duckdb
@@ -66,7 +67,9 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
     if _png_ready():
         png = out / f"{name}.png"
         try:
-            fig.write_image(png, width=1200, height=max(500, fig.layout.height or 500))
+            with warnings.catch_warnings():  # plotly passes kopts a running server does not need
+                warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+                fig.write_image(png, width=1200, height=max(500, fig.layout.height or 500))
             written.append(png)
         except Exception as err:  # a browser that crashes must not cost the HTML
             print(f"PNG export failed for {name} ({type(err).__name__}: {err}); wrote HTML only")

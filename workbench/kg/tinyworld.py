@@ -464,8 +464,8 @@ def generate_world(n_entities: int, seed: int, **knobs) -> World:
     # geography
     city_country = np.concatenate([np.arange(C), rng.integers(0, C, Ci - C)])
     rng.shuffle(city_country)
-    capital = np.argsort(city_country, kind="stable")[np.cumsum(np.bincount(city_country, minlength=C))
-                                                      - np.bincount(city_country, minlength=C)]
+    per_country = np.bincount(city_country, minlength=C)
+    capital = np.argsort(city_country, kind="stable")[np.cumsum(per_country) - per_country]  # first city
     fact("located in", np.arange(Ci), city_country)
     fact("capital of", capital, np.arange(C))
     fact("capital", np.arange(C), capital)
