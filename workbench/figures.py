@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -356,7 +357,8 @@ def _figure3_paper(fig: go.Figure) -> None:
     fig.update_yaxes(title_text="seed fallback rate", range=[0, 0.5], row=2, col=1)
     # Panels b (pool) and c: statements without numbers, shown as text.
     for row, query in ((2, "panel == 'b' and kind == 'qualitative'"), (3, "panel == 'c'")):
-        text = "<br>".join(f"{r.metric}: {r.statement}" for r in f3.query(query).itertuples())
+        text = "<br>".join(textwrap.fill(f"{r.metric}: {r.statement}", 60).replace("\n", "<br>")
+                           for r in f3.query(query).itertuples())
         fig.add_trace(go.Scatter(x=[budget / 2], y=[0.1 if row == 2 else 0.5], mode="text", text=[text],
                                  showlegend=False, textfont=dict(size=10)), row=row, col=1)
     fig.update_yaxes(showticklabels=False, range=[0, 1], row=3, col=1)
