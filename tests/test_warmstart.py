@@ -110,3 +110,47 @@ def test_sft_lowers_the_loss_and_is_deterministic(policy):
     assert runs[0] == runs[1]
     with pytest.raises(ValueError, match="cannot fill one batch"):
         sft(model, examples[:2], steps=1, batch=4, lr=1e-3, seed=0, pad_id=0, log=None)
+
+
+@pytest.fixture()
+def one_thread():
+    # Two cores shared by many processes: one torch thread is several times faster here.
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_warmstart_trains_caches_and_retrains_on_change(tmp_path, monkeypatch, one_thread, capsys):
+    from workbench.cli import main
+    from workbench.kg.tinyworld import build_world
+    from workbench.policy.model import Policy
+    from workbench.policy.warmstart import warmstart
+
+    monkeypatch.setenv("WORKBENCH_DATA", str(tmp_path / "data"))
+    db = str(tmp_path / "w.duckdb")
+    build_world(db, preset="smoke", seed=0, n_entities=120)
+    cfg = preset("smoke", **{"backbone.sft_steps": 8})
+    path = warmstart(db, cfg, seed=0, val_per_family=1, log=None)
+    meta = json.loads((path / "workbench.json").read_text())
+    assert meta["method"] == "base" and meta["steps"] == 8 and meta["demonstrations"] >= 64
+    assert set(meta["val_em"]) >= {"single_hop", "two_hop", "macro"}
+    assert meta["train_loss_last"] < meta["train_loss_first"]
+    weights = (path / "model.safetensors").stat().st_mtime_ns
+    assert warmstart(db, cfg, seed=0, val_per_family=1, log=None) == path  # reused, not retrained
+    assert (path / "model.safetensors").stat().st_mtime_ns == weights
+    other = warmstart(db, preset("smoke", **{"backbone.sft_steps": 9}), seed=0, val_per_family=1, log=None)
+    assert other != path and json.loads((other / "workbench.json").read_text())["steps"] == 9
+    policy = Policy.load(path, device="cpu")  # a standard HF directory with its chat template
+    assert policy.chat_prompt("q").endswith("<|im_start|>assistant\n")
+    # The CLI reuses the same warm start and copies it to --out.
+    out = tmp_path / "base"
+    assert main(["warmstart", "--db", db, "--preset", "smoke", "--steps", "8", "--val-per-family", "1",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert str(out) in printed and "val EM (greedy) per family" in printed and "reusing" in printed
+    assert (out / "config.json").exists() and (out / "workbench.json").exists()
+    with pytest.raises(ValueError, match="families"):
+        warmstart(db, cfg, families=["five_hop"], log=None)

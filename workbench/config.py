@@ -135,7 +135,7 @@ PRESETS: dict[str, Config] = {
         backbone=BackboneConfig(vocab_size=1024, hidden_size=64, layers=2, heads=2, kv_heads=1,
                                 sft_steps=60, sft_batch=8),
         rollout=RolloutConfig(max_turns=4, max_new_tokens=32, max_total_tokens=512),
-        method=MethodConfig(steps=2, chains_per_round=2, candidates_per_chain=2, group_size=4),
+        method=MethodConfig(steps=2, chains_per_round=2, candidates_per_chain=2, group_size=4, val_questions=2),
     ),
     "tiny": Config(name="tiny"),
 }

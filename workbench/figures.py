@@ -39,8 +39,8 @@ from workbench import paper, paths
 # Table 2's build-up order: runs.method of each variant -> the paper's row label.
 BUILDUP: dict[str, str] = {
     "ssp": "SSP (baseline)",
-    "ssp+c1": "+ KG task generation",
-    "ssp+c1+c2": "+ path/difficulty rewards",
+    "c1": "+ KG task generation",
+    "c2": "+ path/difficulty rewards",
     "coevokg": "+ write back (full)",
 }
 PNG_HELP = ("PNG export off: kaleido needs a Chrome/Chromium (`apt-get install chromium` on Debian, "

@@ -13,6 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default="tiny", help="smoke or tiny (default: tiny)")
     p.add_argument("--out", default=None, help="also copy the model directory here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=None, help="SFT steps (default: the preset's backbone.sft_steps)")
+    p.add_argument("--val-per-family", type=int, default=None,
+                   help="val questions per family for the report (default: 40)")
     p.set_defaults(func=run)
 
 
@@ -25,7 +28,12 @@ def run(args: argparse.Namespace) -> int:
     db = db_path(args)
     if not Path(db).exists():
         raise FileNotFoundError(f"no store at {db}: build a world first")
-    path = warmstart(db, args.preset, out_dir=args.out, seed=args.seed)
+    from workbench.config import preset
+    from workbench.policy.warmstart import VAL_PER_FAMILY
+
+    cfg = preset(args.preset, **({"backbone.sft_steps": args.steps} if args.steps is not None else {}))
+    path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,
+                     val_per_family=args.val_per_family or VAL_PER_FAMILY)
     meta = json.loads((Path(path) / "workbench.json").read_text())
     print(path)
     print(f"train loss {meta['train_loss_first']:.3f} -> {meta['train_loss_last']:.3f} "

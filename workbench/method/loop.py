@@ -261,7 +261,7 @@ class Trainer:
                                       m.clip_eps, m.kl_coef)
             share = float(mask.sum()) / total_tokens  # token-mean over the whole round batch
             (loss * share).backward()
-            sums["loss"] += float(loss) * share
+            sums["loss"] += float(loss.detach()) * share
             sums["kl"] += float(stats["kl"]) * share
             sums["clip_fraction"] += float(stats.get("clip_fraction", 0.0)) * share
             sums["entropy"] += float(entropy) * share

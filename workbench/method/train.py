@@ -24,6 +24,7 @@ import torch
 
 from workbench import paths, store
 from workbench.config import Config, preset as get_preset
+from workbench.method.gate import store_verdicts
 from workbench.method.loop import RoundBatch, Trainer
 from workbench.method.methods import method_spec
 from workbench.method.path_support import EvidenceGraph

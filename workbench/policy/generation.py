@@ -65,17 +65,25 @@ def _first_stop_prefix(tokenizer, ids: list[int], stop: Sequence[str]) -> int | 
 
 
 class _StopOnStrings:
-    """Per-row stopping once a stop string shows up in the newest generated tokens."""
+    """Per-row stopping once a stop string shows up in the newest generated tokens.
 
-    def __init__(self, tokenizer, stop: Sequence[str], prompt_len: int):
-        self.tokenizer, self.stop, self.prompt_len = tokenizer, tuple(stop), prompt_len
+    A stop string can only complete at a token whose text holds its last character, so only
+    rows whose newest token is such a token are decoded (``enders``: computed once per backend).
+    """
+
+    def __init__(self, tokenizer, stop: Sequence[str], prompt_len: int, enders: torch.Tensor):
+        self.tokenizer, self.stop, self.prompt_len, self.enders = tokenizer, tuple(stop), prompt_len, enders
         # A string of n bytes spans at most n tokens (each token is at least one byte).
         self.window = max(len(s.encode()) for s in stop) + 1
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-        start = max(self.prompt_len, input_ids.shape[1] - self.window)
-        tails = self.tokenizer.batch_decode(input_ids[:, start:].tolist())
-        return torch.tensor([any(s in t for s in self.stop) for t in tails], device=input_ids.device)
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        rows = torch.isin(input_ids[:, -1], self.enders.to(input_ids.device)).nonzero().flatten().tolist()
+        if rows:
+            start = max(self.prompt_len, input_ids.shape[1] - self.window)
+            tails = self.tokenizer.batch_decode(input_ids[rows, start:].tolist())
+            done[rows] = torch.tensor([any(s in t for s in self.stop) for t in tails], device=input_ids.device)
+        return done
 
 
 class HFBackend:
@@ -94,6 +102,18 @@ class HFBackend:
 
     def __init__(self, model, tokenizer):
         self.model, self.tokenizer = model, tokenizer
+        self._enders: dict[tuple[str, ...], torch.Tensor] = {}
+
+    def _stop_enders(self, stop: tuple[str, ...]) -> torch.Tensor:
+        if stop not in self._enders:
+            last = {s[-1] for s in stop}
+            pieces = self.tokenizer.batch_decode([[i] for i in range(len(self.tokenizer))])
+            # Partial UTF-8 bytes decode to U+FFFD; single-token decodes may drop a leading
+            # space (SentencePiece), so a stop string ending in whitespace disables the filter.
+            keep = [i for i, p in enumerate(pieces)
+                    if any(c in p for c in last) or "\ufffd" in p or any(c.isspace() for c in last)]
+            self._enders[stop] = torch.tensor(keep or [-1])
+        return self._enders[stop]
 
     @torch.no_grad()
     def generate(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
@@ -117,7 +137,9 @@ class HFBackend:
             temperature=temperature if temperature > 0 else None, top_p=top_p if temperature > 0 else None,
             top_k=None, eos_token_id=eos, pad_token_id=pad, output_logits=True,
             return_dict_in_generate=True, use_cache=True)
-        criteria = StoppingCriteriaList([_StopOnStrings(self.tokenizer, stop, width)] if stop else [])
+        stop = tuple(stop)
+        criteria = StoppingCriteriaList([_StopOnStrings(self.tokenizer, stop, width, self._stop_enders(stop))]
+                                        if stop else [])
         devices = [device.index or 0] if device.type == "cuda" else []
         self.model.eval()
         with torch.random.fork_rng(devices=devices):
