@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 quickstart: $(STAMP)
 	$(BIN)/workbench quickstart --preset $(PRESET)
 
+# Unit, CLI and doctests in parallel; then every notebook at smoke size under nbval (serially:
+# the notebooks share one smoke store).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests notebooks --nbval-lax
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests --doctest-modules workbench
+	$(BIN)/python -m pytest -q -p no:xdist --nbval-lax notebooks
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests

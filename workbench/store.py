@@ -160,7 +160,7 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         >>> con = connect(":memory:")
         >>> try:
         ...     with transaction(con):
-        ...         con.execute("INSERT INTO aliases VALUES (1, 'x')")
+        ...         _ = con.execute("INSERT INTO aliases VALUES (1, 'x')")
         ...         raise ValueError("bad input")
         ... except ValueError:
         ...     pass

@@ -1,0 +1,42 @@
+"""The ``workbench`` command: every subcommand answers --help, quickly, without heavy imports."""
+
+import subprocess
+import sys
+
+import pytest
+
+from workbench.cli import build_parser, main
+
+
+def _subcommands():
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.dest == "command")
+    return sorted(action.choices)
+
+
+def test_top_level_help_lists_the_issue_commands(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    for name in ("world", "pool", "import", "search", "serve-retriever", "warmstart", "eval", "train", "runs",
+                 "figures", "batch", "bench", "quickstart"):
+        assert name in out, name
+
+
+@pytest.mark.parametrize("name", _subcommands())
+def test_every_subcommand_has_help(name, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([name, "--help"])
+    assert stop.value.code == 0
+    assert "usage: workbench" in capsys.readouterr().out
+
+
+def test_help_does_not_import_torch():
+    code = "import sys; from workbench.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, capsys):
+    code = main(["train", "--run", "x", "--method", "coevokg", "--set", "nonsense", "--db", str(tmp_path / "s.duckdb")])
+    assert code == 2
+    assert "--set: expected section.field=value" in capsys.readouterr().err
