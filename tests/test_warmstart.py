@@ -14,6 +14,17 @@ from workbench.policy.warmstart import (encode_demo, proposer_demo, sft, solver_
                                         tokenizer_corpus, world_demos)
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Two cores shared by many processes: one torch thread is several times faster here.
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _hand_store():
     con = store.connect(":memory:")
     con.execute("INSERT INTO entities VALUES (1, 'Kavimo', 'person', 'entity', 't'), "
@@ -112,18 +123,7 @@ def test_sft_lowers_the_loss_and_is_deterministic(policy):
         sft(model, examples[:2], steps=1, batch=4, lr=1e-3, seed=0, pad_id=0, log=None)
 
 
-@pytest.fixture()
-def one_thread():
-    # Two cores shared by many processes: one torch thread is several times faster here.
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_warmstart_trains_caches_and_retrains_on_change(tmp_path, monkeypatch, one_thread, capsys):
+def test_warmstart_trains_caches_and_retrains_on_change(tmp_path, monkeypatch, capsys):
     from workbench.cli import main
     from workbench.kg.tinyworld import build_world
     from workbench.policy.model import Policy

@@ -90,6 +90,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     from workbench.search.tool import SearchTool
 
     spec = method_spec(method)
+    log = log or (lambda *_: None)
     overrides = dict(overrides or {})
     if steps is not None:
         overrides["method.steps"] = steps
@@ -103,7 +104,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     con = store.connect(db) if own else db
     try:
         ensure_world(con, cfg)
-        base = warmstart(con, preset=cfg.name, seed=cfg.backbone.seed, log=log if progress else None)
+        base = warmstart(con, preset=cfg.name, seed=cfg.backbone.seed, log=log)
         ckpt = run_dir(run) / "checkpoint"
         state = {"completed": 0, "best_val": -1.0, "non_finite": 0}
         if resume and (ckpt / "state.json").exists():
