@@ -60,7 +60,7 @@ class BackboneConfig:
     layers: int = 4
     heads: int = 4
     kv_heads: int = 2
-    sft_steps: int = 2000
+    sft_steps: int = 4000  # ours: copying emerges between 1,500 and 3,000 steps (LOG.md)
     sft_batch: int = 16
     sft_lr: float = 1e-3
     seed: int = 0

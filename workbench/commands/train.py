@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="run name (its rows and runs/<name>/ checkpoints)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--resume", action="store_true", help="continue a stopped run up to --steps")
+    p.add_argument("--model", default=None,
+                   help="base model: a Hugging Face directory or hub id (default: the preset's tiny warm start)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config value, e.g. --set method.lr=1e-4 (repeatable)")
     add_db(p)
@@ -52,7 +54,8 @@ def _train(args: argparse.Namespace) -> int:
     from workbench.method.train import train
 
     metrics = train(db_path(args), run=args.run, method=args.method, preset=args.preset, steps=args.steps,
-                    resume=args.resume, seed=args.seed, overrides=_overrides(args.overrides))
+                    resume=args.resume, seed=args.seed, overrides=_overrides(args.overrides),
+                    model=args.model)
     if metrics:
         last = metrics[-1]
         print(f"{args.run}: {len(metrics)} rounds; last val EM {last['val_em']:.3f}, "

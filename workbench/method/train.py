@@ -77,8 +77,11 @@ def validation_em(trainer: Trainer, limit: int) -> float:
 
 def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: int | None = None,
           resume: bool = False, seed: int | None = None, overrides: dict | None = None,
-          progress: bool = True, log=print) -> list[dict]:
+          model: str | Path | None = None, progress: bool = True, log=print) -> list[dict]:
     """Run (or resume) ``steps`` rounds of ``method`` and return the per-round metrics.
+
+    The base (and the frozen KL reference) is ``model`` -- any Hugging Face causal LM directory or
+    hub id -- or, by default, the preset's tiny warm start (trained or reused from the cache).
 
     Example:
         >>> # metrics = train("data/smoke.duckdb", run="smoke-coevokg", preset="smoke", steps=2)
@@ -104,7 +107,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     con = store.connect(db) if own else db
     try:
         ensure_world(con, cfg)
-        base = warmstart(con, preset=cfg.name, seed=cfg.backbone.seed, log=log)
+        base = model or warmstart(con, preset=cfg.name, seed=cfg.backbone.seed, log=log)
         ckpt = run_dir(run) / "checkpoint"
         state = {"completed": 0, "best_val": -1.0, "non_finite": 0}
         if resume and (ckpt / "state.json").exists():

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -103,6 +104,8 @@ def bench_rollout(args) -> dict:
                         temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                         max_total_tokens=r.max_total_tokens, seed=0)
         out["questions_per_s"].append(round(b / (time.perf_counter() - start), 3))
+        print(f"bench rollout: batch {b}: {out['tokens_per_s'][-1]} tokens/s, "
+              f"{out['questions_per_s'][-1]} questions/s", file=sys.stderr, flush=True)
         gen_total += sum(t.gen_seconds for t in trajs)
         search_total += sum(t.search_seconds for t in trajs)
     con.close()
