@@ -38,14 +38,17 @@ def db(tmp_path):
     for q in range(10):
         con.execute("INSERT INTO questions (question_id, dataset, split, family, question, answers) "
                     "VALUES (?, 'tinyworld', 'test', ?, 'q?', ['a'])", [q, "bridge" if q < 5 else "compare"])
-    right = {"base": {0, 1}, "r_ssp": {1, 2, 3, 4, 5}, "r_coevo": {0, 5, 6, 7, 8, 9}}
-    for model, ok in right.items():
+    # Eval ids as workbench.evaluate writes them: "<backbone>/<method>/<dataset>/<split>#<n>".
+    right = {"base": {0, 1}, "ssp": {1, 2, 3, 4, 5}, "coevokg": {0, 5, 6, 7, 8, 9}}
+    for method, ok in right.items():
         for q in range(10):
             con.execute("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em) "
-                        "VALUES (?, ?, 'tinyworld', ?, 'x', ?)", [f"e_{model}", model, q, float(q in ok)])
-    # An older evaluation of r_coevo (all wrong) must be ignored: only the latest counts.
+                        "VALUES (?, 'some/path', 'tinyworld', ?, 'x', ?)",
+                        [f"tiny/{method}/tinyworld/test#1", q, float(q in ok)])
+    # An older evaluation of coevokg (all wrong) must be ignored: only the latest counts.
     con.execute("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em, created_at) "
-                "SELECT 'old', 'r_coevo', 'tinyworld', question_id, 'x', 0.0, TIMESTAMP '2000-01-01' FROM questions")
+                "SELECT 'tiny/coevokg/tinyworld/test#0', 'p', 'tinyworld', question_id, 'x', 0.0, "
+                "TIMESTAMP '2000-01-01' FROM questions")
     con.close()
     return path
 
@@ -55,9 +58,10 @@ def test_tables_from_the_store_follow_the_paper_layout(db):
     (t1, _), (t2, _) = figures.table1(con), figures.table2(con)
     run = t1["this run"].set_index("model")
     # bridge = questions 0-4, compare = 5-9: r_coevo 20% / 100%, macro average 60%.
-    assert run.loc["r_coevo", ["tinyworld:bridge", "tinyworld:compare", "Avg."]].tolist() == [20.0, 100.0, 60.0]
-    assert run.loc["base", "method"] == "base" and run.loc["r_coevo", "method"] == "coevokg"
-    assert run.loc["r_coevo", "gain (Avg.)"] == 40.0  # over base's 20.0
+    coevo = "tiny/coevokg"
+    assert run.loc[coevo, ["tinyworld:bridge", "tinyworld:compare", "Avg."]].tolist() == [20.0, 100.0, 60.0]
+    assert run.loc["tiny/base", "method"] == "base" and run.loc[coevo, "method"] == "coevokg"
+    assert run.loc[coevo, "gain (Avg.)"] == 40.0  # over base's 20.0
     assert t1["paper"]["Avg."].tolist()[3] == 42.1
     rows = t2["this run"].set_index("variant")
     full = rows.loc["+ write back (full)"]
@@ -109,7 +113,7 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     assert str(out / "figure3_training_dynamics.html") in printed
     md = (out / "table1_main_results_run.md").read_text()
     assert md.startswith("table1_main_results — this run: r_ssp (ssp) · preset tiny · seed 7 · config hash0")
-    assert "| r_coevo | coevokg | 20 | 100 | 60 | 40 |" in md
+    assert "| tiny/coevokg | coevokg | 20 | 100 | 60 | 40 |" in md
     assert pd.read_csv(out / "table2_buildup_paper.csv").p.tolist()[1:] == [0.0011, 0.0141, 0.0314]
 
 

@@ -207,3 +207,15 @@ def test_proposer_rewards():
         proposer_rewards(verdicts, {2: two_of_eight}, sched, -0.1)
     with pytest.raises(ValueError, match="unknown proposer reward"):
         proposer_rewards(verdicts, {}, sched, -0.1, reward="nope")
+
+
+def test_allow_topic_admits_the_first_entity_but_never_the_answer_or_later_ones():
+    from workbench.method.gate import filter_candidate
+    from workbench.method.memory import ChainView
+
+    c = ChainView(0, "h", [1, 2, 3], ["Ann", "Rome", "Italy"], ["born in", "located in"], ["", "", ""])
+    q = ("In which country was Ann born?", "Italy")
+    assert filter_candidate(c, q).reason == "leak: names chain entity 'Ann'"  # the paper's rule
+    assert filter_candidate(c, q, allow_topic=True) is None
+    assert filter_candidate(c, ("Which city in Italy was Ann born in?", "Rome"), allow_topic=True).leak
+    assert filter_candidate(c, ("Who was born in Rome?", "Ann"), allow_topic=True).leak

@@ -86,6 +86,7 @@ class MethodConfig:
     candidates_per_chain: int = 4  # M; ours
     admit_top_k: int = 1  # ours
     gate_threshold: float = 0.5  # ours
+    gate_allow_topic: bool = False  # paper: the question names no chain entity (see gate.filter_candidate)
     group_size: int = 8  # G, paper
     beta_path: float = 0.2  # beta of Eq. 7, paper
     tau_path: float = 0.5  # ours
@@ -93,7 +94,7 @@ class MethodConfig:
     p_end: float = 0.4  # p*_e of Eq. 10; ours
     sigma: float = 0.2  # Eq. 10 width; ours
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
-    lr: float = 3e-5  # ours
+    lr: float = 1e-4  # ours
     kl_coef: float = 0.01  # ours (the paper: "an adaptive low-variance KL penalty")
     clip_eps: float = 0.2  # ours (PPO default)
     gamma: float = 1.0  # Eq. 12 discount; ours
@@ -104,7 +105,7 @@ class MethodConfig:
     max_non_finite: int = 3  # consecutive non-finite steps before a run stops; ours
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     proposer_max_new_tokens: int = 48  # ours
-    val_questions: int = 20  # validation questions per family, every round; ours
+    val_questions: int = 8  # validation questions per family, every round; ours
     seed: int = 0
 
 
@@ -135,9 +136,12 @@ PRESETS: dict[str, Config] = {
         backbone=BackboneConfig(vocab_size=1024, hidden_size=64, layers=2, heads=2, kv_heads=1,
                                 sft_steps=60, sft_batch=8),
         rollout=RolloutConfig(max_turns=4, max_new_tokens=32, max_total_tokens=512),
-        method=MethodConfig(steps=2, chains_per_round=2, candidates_per_chain=2, group_size=4, val_questions=2),
+        method=MethodConfig(steps=2, chains_per_round=2, candidates_per_chain=2, group_size=4, val_questions=2,
+                            gate_allow_topic=True),
     ),
-    "tiny": Config(name="tiny"),
+    # The tiny backbone cannot describe an entity without naming it, so its gate lets the question
+    # name the chain's first (topic) entity; the answer and later entities stay forbidden (ours).
+    "tiny": Config(name="tiny", method=MethodConfig(gate_allow_topic=True)),
 }
 
 

@@ -9,11 +9,11 @@ round) and ``eval_outcomes``. Every figure names the preset, seed and config has
 shows. With no runs in the store, a builder shows the paper side alone and says so.
 
 Store conventions read here (written by the training loop and ``workbench eval``):
-- a Table 1 / Table 2 row of "this run" is an evaluated ``eval_outcomes.model``; when it equals
-  a ``runs.run`` the row is labelled with that run's method; the base is the one evaluated model
-  that is not a training run (gains are shown only when there is exactly one);
+- a Table 1 / Table 2 row of "this run" is an evaluated ``backbone/method`` (the label part of
+  ``workbench.evaluate``'s eval id, ``"<backbone>/<method>/<dataset>/<split>#<n>"``); the base is the
+  row whose method is ``base`` (gains are shown against it when there is exactly one);
 - a benchmark column is the eval dataset, split by question family where the questions have one
-  (``tinyworld:bridge``); for each (model, dataset) only the latest evaluation counts;
+  (``tinyworld:bridge``); for each (label, dataset) only the latest test evaluation counts;
 - Table 2's rows are the runs whose ``runs.method`` appears in ``BUILDUP`` (latest run per method).
 
 Example:
@@ -184,19 +184,23 @@ def eval_scores(con) -> pd.DataFrame:
               if _has(con, "questions") else "e.dataset")
     join = "LEFT JOIN questions q USING (question_id)" if _has(con, "questions") else ""
     return con.execute(f"""
-        WITH latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
-                        FROM eval_outcomes GROUP BY model, dataset)
+        WITH labelled AS (SELECT * REPLACE (regexp_extract(eval_id, '^([^/]+/[^/]+)/', 1) AS model)
+                          FROM eval_outcomes WHERE eval_id LIKE '%/test#%'),
+             latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
+                        FROM labelled GROUP BY model, dataset)
         SELECT e.model, {family} AS benchmark, 100 * avg(e.em) AS accuracy, count(*) AS n
-        FROM eval_outcomes e JOIN latest USING (model, dataset, eval_id) {join}
+        FROM labelled e JOIN latest USING (model, dataset, eval_id) {join}
         GROUP BY ALL ORDER BY model, benchmark""").df()[cols]
 
 
 def _paired(con, model_a: str, model_b: str) -> tuple[int, int]:
     """(b right where a is wrong, a right where b is wrong) over the questions both answered."""
     wins, losses = con.execute("""
-        WITH latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
-                        FROM eval_outcomes GROUP BY model, dataset),
-             o AS (SELECT e.* FROM eval_outcomes e JOIN latest USING (model, dataset, eval_id))
+        WITH labelled AS (SELECT * REPLACE (regexp_extract(eval_id, '^([^/]+/[^/]+)/', 1) AS model)
+                          FROM eval_outcomes WHERE eval_id LIKE '%/test#%'),
+             latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
+                        FROM labelled GROUP BY model, dataset),
+             o AS (SELECT e.* FROM labelled e JOIN latest USING (model, dataset, eval_id))
         SELECT count(*) FILTER (WHERE b.em > a.em), count(*) FILTER (WHERE b.em < a.em)
         FROM o a JOIN o b ON a.dataset = b.dataset AND a.question_id = b.question_id
         WHERE a.model = ? AND b.model = ?""", [model_a, model_b]).fetchone()
@@ -243,13 +247,12 @@ def table1_run(con) -> pd.DataFrame:
     scores = eval_scores(con)
     if scores.empty:
         return pd.DataFrame()
-    runs = store_runs(con).set_index("run")
     wide = scores.pivot(index="model", columns="benchmark", values="accuracy")
     wide["Avg."] = wide.mean(axis=1)  # the macro average, as the paper's Avg.
-    bases = [m for m in wide.index if m not in runs.index]
+    method = [m.split("/", 1)[1] for m in wide.index]
+    bases = [m for m, meth in zip(wide.index, method) if meth == "base"]
     if len(bases) == 1:
         wide["gain (Avg.)"] = wide["Avg."] - wide.loc[bases[0], "Avg."]
-    method = [runs.method.get(m, "base") for m in wide.index]
     wide = wide.reset_index()
     wide.insert(1, "method", method)
     return wide.round(1)
@@ -271,16 +274,16 @@ def table1(con=None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
 def table2_run(con, buildup: dict[str, str] | None = None) -> pd.DataFrame:
     """Table 2's layout from the store: the build-up runs' macro averages, deltas and sign tests."""
     buildup = buildup or BUILDUP
-    scores, runs = eval_scores(con), store_runs(con)
-    if scores.empty or runs.empty:
+    scores = eval_scores(con)
+    if scores.empty:
         return pd.DataFrame()
     avg = scores.groupby("model").accuracy.mean()
     rows, previous = [], None
     for method, label in buildup.items():
-        chosen = [r for r in runs[runs.method == method].run if r in avg.index]
+        chosen = [m for m in avg.index if m.split("/", 1)[1] == method]
         if not chosen:
             continue
-        run = chosen[-1]  # the latest run of this variant
+        run = chosen[-1]  # the evaluated backbone/method of this variant
         row = {"variant": label, "run": run, "avg": avg[run], "delta": None, "p": None, "wins": None, "losses": None}
         if previous is not None:
             wins, losses = _paired(con, previous, run)

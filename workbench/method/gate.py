@@ -79,13 +79,18 @@ def answer_position(chain, answer: str) -> int | None:
     return next((i for i, t in enumerate(chain.titles) if target and normalize_answer(t) == target), None)
 
 
-def filter_candidate(chain, candidate: tuple[str, str] | None) -> Verdict | None:
+def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool = False) -> Verdict | None:
     """The deterministic filter: a rejecting Verdict (index 0, Q 0), or None when it passes.
 
     Rejections, in order: 'extraction failed', 'empty', 'answer not in chain' (Eq. 2 requires
     a in {e_1..e_L}), leakage (the normalised answer, or ANY chain entity title, named verbatim in
     the question, case-insensitive), 'not one wh-question' (exactly one '?', ending the question,
     and a wh-word).
+
+    ``allow_topic`` (ours, off by default as in the paper) lets the question name the chain's
+    first entity when it is not the answer, as human multi-hop benchmarks do ("In which country
+    was X born?"): a backbone too small to describe an entity without its name can then still
+    write admissible questions. The answer and every later chain entity stay forbidden.
 
     Example:
         >>> from workbench.method.memory import ChainView
@@ -106,7 +111,9 @@ def filter_candidate(chain, candidate: tuple[str, str] | None) -> Verdict | None
     norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
     if norm_a and f" {norm_a} " in norm_q:
         return reject("leak: answer in question", leak=True)
-    named = next((t for t in chain.titles if _names(question, t)), None)
+    position = answer_position(chain, answer)
+    named = next((t for i, t in enumerate(chain.titles) if _names(question, t)
+                  and not (allow_topic and i == 0 and position != 0)), None)
     if named is not None:
         return reject(f"leak: names chain entity {named!r}", leak=True)
     if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
@@ -293,7 +300,7 @@ def parse_verdicts(text: str, candidates: Sequence[tuple[str, str]]) -> list[Ver
 
 
 def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier, threshold: float,
-         top_k: int, aggregation: str = "geometric_mean") -> list[Verdict]:
+         top_k: int, aggregation: str = "geometric_mean", allow_topic: bool = False) -> list[Verdict]:
     """Eq. 6 on all M candidates of one chain; the top k with Q >= threshold are admitted.
 
     Returns one Verdict per candidate, in input order (``index`` = position). Ties in Q are broken
@@ -305,7 +312,7 @@ def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier
     verdicts: list[Verdict | None] = []
     survivors: list[int] = []
     for i, cand in enumerate(candidates):
-        rejected = filter_candidate(chain, cand)
+        rejected = filter_candidate(chain, cand, allow_topic)
         verdicts.append(None if rejected is None else replace(rejected, index=i))
         if rejected is None:
             survivors.append(i)

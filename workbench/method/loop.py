@@ -50,6 +50,7 @@ class Slot:
     source: str  # 'generated' or 'seed'
     chain: ChainView | None = None
     candidate: int | None = None  # index into the round's proposer sequences
+    gold_chain: list[int] = field(default_factory=list)  # a seed question's gold entity chain
 
 
 @dataclass
@@ -100,7 +101,7 @@ class Trainer:
         self.titles: dict[int, str] = dict(con.execute(
             "SELECT entity_id, title FROM entities").fetchall())
         self.seed_pool = con.execute(
-            "SELECT question_id, question, answers, coalesce(hops, 1) FROM questions "
+            "SELECT question_id, question, answers, coalesce(hops, 1), coalesce(chain, []) FROM questions "
             "WHERE dataset = 'tinyworld' AND split = 'seed' ORDER BY question_id").fetchall()
         if not self.seed_pool:
             raise ValueError("the store has no seed-pool questions (questions with split 'seed'); "
@@ -144,7 +145,7 @@ class Trainer:
         for c_idx, chain in enumerate(chains):
             lo = base + c_idx * m.candidates_per_chain
             cands = [protocol.parse_candidate(batch.proposer_seqs[lo + j].text) for j in range(m.candidates_per_chain)]
-            verdicts = gate(chain, cands, self.verifier, m.gate_threshold, m.admit_top_k)
+            verdicts = gate(chain, cands, self.verifier, m.gate_threshold, m.admit_top_k, allow_topic=m.gate_allow_topic)
             batch.n_candidates += len(verdicts)
             for v in verdicts:
                 if not v.extracted:  # the paper's small fixed penalty (section 3.3)
@@ -163,7 +164,7 @@ class Trainer:
     def _seed_slots(self, t: int, k: int) -> list[Slot]:
         rng = np.random.default_rng(self._seed(t, 3))
         picked = rng.choice(len(self.seed_pool), size=min(k, len(self.seed_pool)), replace=False)
-        return [Slot(int(q), text, list(ans), int(h), "seed") for q, text, ans, h in
+        return [Slot(int(q), text, list(ans), int(h), "seed", gold_chain=list(chain)) for q, text, ans, h, chain in
                 (self.seed_pool[int(i)] for i in picked)]
 
     def _store_generated(self, t: int, chain: ChainView, v: Verdict) -> int:
@@ -207,7 +208,9 @@ class Trainer:
         return p_s
 
     def _titles_for(self, traj: Trajectory, slot: Slot) -> dict[int, str]:
-        ids = set(traj.entity_ids) | set(slot.chain.entity_ids if slot.chain else [])
+        # candidate answer entities: the originating chain's, or a seed question's gold chain (section 3.3:
+        # the gold chain never grants process reward by itself; it only lets the path end at the answer)
+        ids = set(traj.entity_ids) | set(slot.chain.entity_ids if slot.chain else slot.gold_chain)
         return {e: self.titles[e] for e in ids if e in self.titles}
 
     # -- 5: update -------------------------------------------------------------------------

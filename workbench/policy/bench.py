@@ -11,7 +11,8 @@ to time a trained one instead). A random model almost never writes ``</search>``
 retrieval share measured in its rollouts is near 0 and says little; the bench therefore also
 reports ``retrieval_share_if_every_row_searches``: the time of one batched search for every
 row divided by (that time + one generated turn), at each batch size, which is the share a
-model that searches in every turn would see.
+model that searches in every turn would see. ``--threads`` sets torch's CPU threads: on a loaded
+machine, 2 threads spin against other processes and can be 10x slower than 1.
 
 Example:
     >>> import argparse
@@ -72,6 +73,8 @@ def bench_rollout(args) -> dict:
     from workbench.search.tool import SearchTool
 
     cfg = preset(args.preset)
+    if getattr(args, "threads", None):
+        torch.set_num_threads(int(args.threads))  # on a shared 2-core machine 1 thread avoids spinning
     sizes = [int(b) for b in (getattr(args, "batch_sizes", None) or DEFAULT_BATCH_SIZES)]
     con, source = _world(args, cfg)
     policy, model_name = _policy(args, cfg, con)
