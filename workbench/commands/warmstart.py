@@ -16,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=None, help="SFT steps (default: the preset's backbone.sft_steps)")
     p.add_argument("--val-per-family", type=int, default=None,
                    help="val questions per family for the report (default: 40)")
+    p.add_argument("--retrain", action="store_true",
+                   help="train here even when the repository ships this warm start (data/pretrained/)")
     p.set_defaults(func=run)
 
 
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = preset(args.preset, **({"backbone.sft_steps": args.steps} if args.steps is not None else {}))
     path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,
-                     val_per_family=args.val_per_family or VAL_PER_FAMILY)
+                     val_per_family=args.val_per_family or VAL_PER_FAMILY, use_shipped=not args.retrain)
     meta = json.loads((Path(path) / "workbench.json").read_text())
     print(path)
     print(f"train loss {meta['train_loss_first']:.3f} -> {meta['train_loss_last']:.3f} "

@@ -100,10 +100,30 @@ def bench_writeback(n_chains: int = 2000, n_items: int = 4000, seed: int = 0) ->
             "replay_skipped": replay["skipped_duplicates"]}
 
 
+def bench_overhead(db, preset: str = "smoke", rounds: int = 1, model=None) -> dict:
+    """CoEvoKG's round time over a Search-R1 round with the same solver rollouts (one store, one
+    base, the same seed). Validation is excluded: both methods pay it equally."""
+    from workbench.method.train import train
+
+    seconds = {}
+    for method in ("search_r1", "coevokg"):
+        rows = train(db, run=f"bench-{method}", method=method, preset=preset, steps=rounds, model=model,
+                     progress=False, log=None)
+        seconds[method] = sum(v for r in rows for k, v in r.items()
+                              if k.startswith("time_") and k != "time_validation") / len(rows)
+    return {"coevokg_round_s": seconds["coevokg"], "search_r1_round_s": seconds["search_r1"],
+            "overhead_vs_search_r1": seconds["coevokg"] / seconds["search_r1"]}
+
+
 def bench_loop(args) -> dict:
-    """``workbench bench loop``: path support and write-back rates (the round-overhead ratio
-    ``overhead_vs_search_r1`` is measured by the loop module's part of this bench)."""
+    """``workbench bench loop --preset P --db PATH``: CoEvoKG's per-round time relative to a Search-R1
+    round with the same number of solver rollouts, path-support scoring rate, write-back rate."""
+    from workbench import paths
+
     ps = bench_path_support()
     wb = bench_writeback()
-    return {"path_support_per_s": ps["path_support_per_s"], "writeback_per_s": wb["writeback_per_s"],
-            "path_support": ps, "writeback": wb}
+    preset = getattr(args, "preset", None) or "smoke"
+    db = getattr(args, "db", None) or str(paths.default_db(preset))
+    overhead = bench_overhead(db, preset)
+    return {**overhead, "path_support_per_s": ps["path_support_per_s"], "writeback_per_s": wb["writeback_per_s"],
+            "preset": preset, "path_support": ps, "writeback": wb}

@@ -350,10 +350,21 @@ def name_coverage(tokenizer, demo_examples: Sequence[Encoded], titles: Sequence[
     return float(np.mean([t in seen for t in pieces])) if pieces else 1.0
 
 
+def shipped_dir() -> Path:
+    """Where the repository ships pre-trained warm starts, one folder per cache key.
+
+    Training the tiny warm start takes ~80 minutes on an idle 2-core CPU (4 minutes on one GPU),
+    so the workbench ships the result of ``workbench warmstart --preset tiny`` for the default world
+    and seed (LOG.md says how it was made). It is used only when its cache key -- world passages,
+    settings, seed and the source of every module that shapes it -- equals the one asked for.
+    """
+    return paths.project_root() / "data" / "pretrained" / "warmstart"
+
+
 def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 0, *,
               families: Sequence[str] = DEMO_FAMILIES, n_entities: int = DEMO_ENTITIES,
               epochs: float = DEMO_EPOCHS, proposer_share: float = PROPOSER_SHARE,
-              val_per_family: int = VAL_PER_FAMILY, log=print) -> Path:
+              val_per_family: int = VAL_PER_FAMILY, use_shipped: bool = True, log=print) -> Path:
     """Train (or reuse from the cache) the tiny backbone's warm start; return its model directory.
 
     ``db`` is the evaluated world's store (path or connection): its passages enter the cache key
@@ -387,9 +398,15 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
                   "proposer_share": proposer_share, "val_per_family": val_per_family, "preset": cfg.name}
         key = cache_key(corpus.content_hash(), cfg, seed, params)
         cached = paths.cache_dir() / "warmstart" / key
+        shipped = shipped_dir() / key
         if (cached / "workbench.json").exists():
             if log:
                 log(f"warm start {key}: reusing {cached}")
+        elif use_shipped and (shipped / "workbench.json").exists():
+            shutil.copytree(shipped, cached, dirs_exist_ok=True)
+            if log:
+                log(f"warm start {key}: the copy shipped in {shipped} (same key: same world, settings and "
+                    f"code; `workbench warmstart --retrain` trains it here instead)")
         else:
             _train(con, cfg, seed, params, key, cached, log)
     finally:
