@@ -154,3 +154,24 @@ def test_warmstart_trains_caches_and_retrains_on_change(tmp_path, monkeypatch, c
     assert (out / "config.json").exists() and (out / "workbench.json").exists()
     with pytest.raises(ValueError, match="families"):
         warmstart(db, cfg, families=["five_hop"], log=None)
+
+
+def test_shipped_warm_start_matches_the_code(tmp_path):
+    """The shipped tiny warm start (data/pretrained/) is only used when its key equals the one the
+    current code computes; this fails when a change makes it stale (regenerate it, see its README)."""
+    from workbench import store
+    from workbench.config import preset
+    from workbench.kg.tinyworld import build_world
+    from workbench.policy import warmstart as ws
+    from workbench.search.index import load_corpus
+
+    con = store.connect(tmp_path / "tiny.duckdb")
+    build_world(con, preset="tiny", seed=0)
+    cfg = preset("tiny")
+    params = {"families": list(ws.DEMO_FAMILIES), "n_entities": ws.DEMO_ENTITIES, "epochs": ws.DEMO_EPOCHS,
+              "proposer_share": ws.PROPOSER_SHARE, "val_per_family": ws.VAL_PER_FAMILY, "preset": "tiny"}
+    key = ws.cache_key(load_corpus(con).content_hash(), cfg, 0, params)
+    shipped = ws.shipped_dir() / key
+    assert (shipped / "workbench.json").exists(), (
+        f"no shipped warm start for key {key}: the code or settings changed since data/pretrained/ was made")
+    assert (shipped / "model.safetensors").exists()

@@ -85,7 +85,8 @@ class MethodConfig:
     chains_per_round: int = 8  # ours
     candidates_per_chain: int = 4  # M; ours
     admit_top_k: int = 1  # ours
-    gate_threshold: float = 0.5  # ours
+    gate_threshold: float = 0.6  # ours
+    gate_aggregation: str = "mean"  # ours: how Eq. 6's dimension scores combine (mean | geometric_mean | min)
     gate_allow_topic: bool = False  # paper: the question names no chain entity (see gate.filter_candidate)
     group_size: int = 8  # G, paper
     beta_path: float = 0.2  # beta of Eq. 7, paper

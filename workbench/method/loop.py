@@ -145,7 +145,8 @@ class Trainer:
         for c_idx, chain in enumerate(chains):
             lo = base + c_idx * m.candidates_per_chain
             cands = [protocol.parse_candidate(batch.proposer_seqs[lo + j].text) for j in range(m.candidates_per_chain)]
-            verdicts = gate(chain, cands, self.verifier, m.gate_threshold, m.admit_top_k, allow_topic=m.gate_allow_topic)
+            verdicts = gate(chain, cands, self.verifier, m.gate_threshold, m.admit_top_k, m.gate_aggregation,
+                            allow_topic=m.gate_allow_topic)
             batch.n_candidates += len(verdicts)
             for v in verdicts:
                 if not v.extracted:  # the paper's small fixed penalty (section 3.3)
