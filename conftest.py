@@ -11,3 +11,6 @@ os.environ.setdefault("WORKBENCH_SMOKE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# pytest-xdist runs two workers on two cores: one BLAS/torch thread each, or they spin against each
+# other (measured up to 10x slower on a shared machine, LOG.md).
+os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -15,17 +15,6 @@ from workbench.evaluate import (bootstrap_ci, compare, evaluate, load_questions,
                                 make_eval_id, outcomes, parse_eval_id, sign_test, summarize, table1)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Two cores shared by many processes: one torch thread is several times faster here.
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_sign_test_matches_the_binomial_formula_by_hand():
     # 7 questions only A solves, 2 only B, 5 both, 6 neither.
     a = {i: 1 for i in range(7)} | {i: 0 for i in range(7, 9)} | {i: 1 for i in range(9, 14)} | {i: 0 for i in range(14, 20)}

@@ -14,17 +14,6 @@ from workbench.policy.warmstart import (encode_demo, proposer_demo, sft, solver_
                                         tokenizer_corpus, world_demos)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Two cores shared by many processes: one torch thread is several times faster here.
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _hand_store():
     con = store.connect(":memory:")
     con.execute("INSERT INTO entities VALUES (1, 'Kavimo', 'person', 'entity', 't'), "

@@ -12,7 +12,7 @@ from workbench.commands import add_db
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="run the whole method at tiny size (executes notebook 00)")
     p.add_argument("--preset", default="tiny", help="smoke (about a minute) | tiny (default)")
-    p.add_argument("--steps", type=int, default=0, help="CoEvoKG rounds (0 = the preset's)")
+    p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the notebook's 6)")
     p.add_argument("--seed", type=int, default=0)
     add_db(p)
     p.set_defaults(func=_quickstart)
@@ -27,9 +27,9 @@ def _quickstart(args: argparse.Namespace) -> int:
     out = paths.runs_dir() / "quickstart" / f"00_quickstart-{args.preset}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    papermill.execute_notebook(str(src), str(out), cwd=str(src.parent), progress_bar=True,
-                               parameters={"preset": args.preset, "steps": args.steps, "seed": args.seed,
-                                           "db": args.db or ""})
+    papermill.execute_notebook(str(src), str(out), cwd=str(src.parent), progress_bar=False, log_output=True,
+                               parameters={"preset": args.preset, "seed": args.seed, "db": args.db or "",
+                                           **({"steps": args.steps} if args.steps is not None else {})})
     minutes = (time.perf_counter() - start) / 60
     print(f"quickstart ({args.preset}) finished in {minutes:.1f} min")
     print(f"executed notebook: {out}")
