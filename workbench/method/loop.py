@@ -64,6 +64,7 @@ class RoundBatch:
     solver_rewards: list[float] = field(default_factory=list)
     r_ans: list[float] = field(default_factory=list)
     s_path: list[float] = field(default_factory=list)
+    paths: list[list[int]] = field(default_factory=list)  # Eq. 8's extracted entity path per trajectory
     verdicts: list[tuple[int, int, list[Verdict]]] = field(default_factory=list)  # (chain_id, first seq, verdicts)
     n_candidates: int = 0
     n_admitted: int = 0
@@ -117,13 +118,12 @@ class Trainer:
         ids = self.con.execute(
             "SELECT e.entity_id FROM entities e WHERE e.kind = 'entity' AND EXISTS "
             "(SELECT 1 FROM passages p WHERE p.entity_id = e.entity_id) ORDER BY e.entity_id").fetchnumpy()["entity_id"]
-        picked = np.random.default_rng(self._seed(t, 1)).choice(ids, size=m.chains_per_round, replace=False)
-        out = []
-        for eid in picked:
-            text = self.con.execute("SELECT text FROM passages WHERE entity_id = ? ORDER BY paragraph LIMIT 1",
-                                    [int(eid)]).fetchone()[0]
-            out.append(ChainView(-1, "", [int(eid)], [self.titles[int(eid)]], [], [text]))
-        return out
+        picked = [int(e) for e in np.random.default_rng(self._seed(t, 1)).choice(ids, m.chains_per_round, replace=False)]
+        first = dict(self.con.execute(
+            "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
+            "GROUP BY entity_id", [picked]).fetchall())
+        # SSP (section 4.1): the proposer sees one answer entity and its passage, no KG structure
+        return [ChainView(-1, "", [e], [self.titles[e]], [], [first[e]]) for e in picked]
 
     def propose(self, t: int, batch: RoundBatch) -> None:
         """Eq. 2 and Eq. 6: M candidates per chain, gated; empty slots take seed questions."""
@@ -137,13 +137,12 @@ class Trainer:
                    for c in chains for _ in range(m.candidates_per_chain)]
         gens = self.policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=r.temperature,
                                     top_p=r.top_p, stop=(protocol.ANSWER_CLOSE,), seed=self._seed(t, 2))
-        base = len(batch.proposer_seqs)
         for i, (prompt, g) in enumerate(zip(prompts, gens)):
             batch.proposer_seqs.append(Trajectory(i, 0, prompt, self.policy.encode(prompt), list(g.token_ids),
                                                   [1] * len(g.token_ids), list(g.logprobs), text=g.text))
             batch.proposer_rewards.append(None)
         for c_idx, chain in enumerate(chains):
-            lo = base + c_idx * m.candidates_per_chain
+            lo = c_idx * m.candidates_per_chain
             cands = [protocol.parse_candidate(batch.proposer_seqs[lo + j].text) for j in range(m.candidates_per_chain)]
             verdicts = gate(chain, cands, self.verifier, m.gate_threshold, m.admit_top_k, m.gate_aggregation,
                             allow_topic=m.gate_allow_topic)
@@ -195,7 +194,7 @@ class Trainer:
             r_ans = exact_match(traj.answer or "", slot.answers)
             path = extract_path(traj.queries, traj.entity_ids, self._titles_for(traj, slot), traj.answer)
             s_path = graph.path_support(path).s_path if len(path) >= 2 else 0.0
-            traj.path = path
+            batch.paths.append(path)
             batch.r_ans.append(r_ans)
             batch.s_path.append(s_path)
             batch.solver_rewards.append(solver_reward(r_ans, s_path, m.beta_path))
@@ -286,12 +285,13 @@ class Trainer:
         texts = dict(self.con.execute(
             "SELECT passage_id, text FROM passages WHERE passage_id IN (SELECT unnest(?))", [wanted]).fetchall()) if wanted else {}
         items = []
-        for tr, tid, r_ans, s_path in zip(batch.trajectories, trajectory_ids, batch.r_ans, batch.s_path):
+        for tr, tid, r_ans, s_path, path in zip(batch.trajectories, trajectory_ids, batch.r_ans, batch.s_path,
+                                                batch.paths):
             slot = batch.slots[tr.question_index]
             if slot.chain is None or slot.chain.chain_id < 0:
                 continue  # seed slots and SSP entities have no originating chain
             passages = [RetrievedPassage(p, e, texts.get(p, "")) for p, e in zip(tr.passage_ids, tr.entity_ids)]
-            items.append(WriteBackItem(tid, slot.chain, r_ans, s_path, list(tr.path), passages))
+            items.append(WriteBackItem(tid, slot.chain, r_ans, s_path, path, passages))
         return write_back(self.con, self.run, t, items, tau_path=self.cfg.method.tau_path)
 
     def _seed(self, t: int, stage: int) -> int:
