@@ -19,7 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _quickstart(args: argparse.Namespace) -> int:
+    import logging
+
     import papermill
+
+    # papermill streams the notebook's own output (progress bars, prints) through logging
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for noisy in ("traitlets", "asyncio", "httpx", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
     from workbench import paths
 
