@@ -26,13 +26,13 @@ import torch
 
 from workbench import store
 from workbench.config import Config
-from workbench.kg.pool import Chain, load_pool, sample_chains
+from workbench.kg.pool import Chain, sample_chains
 from workbench.method import rewards as R
+from workbench.method.gate import StructuralVerifier, Verdict, gate
 from workbench.method.methods import MethodSpec
-from workbench.method.gate import StructuralVerifier, Verdict, gate, store_verdicts
 from workbench.method.memory import ChainView, RetrievedPassage, WriteBackItem, write_back
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
-from workbench.method.rollout import Trajectory, batch_tensors, rollout, store_trajectories
+from workbench.method.rollout import Trajectory, batch_tensors, rollout
 from workbench.method.update import (NonFiniteGuard, entropy_from_logits, grpo_advantages, logprobs_from_logits,
                                      policy_loss, probability_scale, reinforce_pp_advantages)
 from workbench.policy import protocol

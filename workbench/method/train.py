@@ -131,10 +131,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         trainer.guard.consecutive = state["non_finite"]
         bar = tqdm(range(state["completed"], steps), desc=f"{run} ({spec.name})", disable=not progress,
                    initial=state["completed"], total=steps)
-        history = []
         for t in bar:
             metrics = run_round(trainer, t)
-            history.append(metrics)
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 policy.save(run_dir(run) / "best")
