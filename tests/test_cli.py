@@ -40,3 +40,12 @@ def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, capsys):
     code = main(["train", "--run", "x", "--method", "coevokg", "--set", "nonsense", "--db", str(tmp_path / "s.duckdb")])
     assert code == 2
     assert "--set: expected section.field=value" in capsys.readouterr().err
+
+
+def test_set_overrides_take_the_field_type():
+    from workbench.config import preset
+
+    assert preset("tiny", **{"method.lr": "3e-5"}).method.lr == 3e-5
+    assert preset("smoke", **{"method.gate_allow_topic": "false"}).method.gate_allow_topic is False
+    with pytest.raises(ValueError, match="'method.steps': expected a int"):
+        preset("tiny", **{"method.steps": "many"})

@@ -10,6 +10,8 @@ Example:
     (200, 2, 3)
     >>> preset("tiny", **{"pool.walks": 500}).pool.walks
     500
+    >>> preset("tiny", **{"method.lr": "3e-5"}).method.lr
+    3e-05
 """
 
 from __future__ import annotations
@@ -146,6 +148,23 @@ PRESETS: dict[str, Config] = {
 }
 
 
+def _coerce(key: str, current, value):
+    """``value`` as the type of the field it replaces ("3e-5" -> 3e-05 for a float field)."""
+    kind = type(current)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    try:
+        if kind is bool:
+            if str(value).lower() in ("true", "1", "yes"):
+                return True
+            if str(value).lower() in ("false", "0", "no"):
+                return False
+            raise ValueError
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"config field {key!r}: expected a {kind.__name__}, got {value!r}") from None
+
+
 def preset(name: str, **overrides) -> Config:
     """A named preset, with ``"section.field": value`` overrides.
 
@@ -159,5 +178,5 @@ def preset(name: str, **overrides) -> Config:
         sub = getattr(cfg, section, None)
         if sub is None or not attr or not hasattr(sub, attr):
             raise ValueError(f"unknown config field {key!r} (expected 'section.field', e.g. 'pool.walks')")
-        cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(sub, **{attr: value})})
+        cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(sub, **{attr: _coerce(key, getattr(sub, attr), value)})})
     return cfg
