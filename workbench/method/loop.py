@@ -70,6 +70,37 @@ class RoundBatch:
     n_admitted: int = 0
 
 
+@dataclass(frozen=True)
+class TrajectoryScore:
+    """One solver trajectory scored: R_ans, Eq. 8's path, Eq. 9's S_path (and pass), Eq. 7's R_s."""
+
+    r_ans: float
+    path: list[int]
+    s_path: float
+    passed: bool
+    reward: float
+
+
+def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str], graph: EvidenceGraph,
+                     reward_fn=R.solver_reward, beta: float = 0.2) -> TrajectoryScore:
+    """Score one trajectory as the loop does: exact match, the extracted path (Eq. 8) over the
+    entities in ``titles`` (the retrieved ones plus the candidate answer entities), its support
+    against G_t (Eq. 9), and the solver reward (Eq. 7, or the method's ``reward_fn``).
+
+    Example:
+        >>> from workbench.method.path_support import PathSupportParams
+        >>> t = Trajectory(0, 0, "p", [], queries=["Ann"], entity_ids=[1], answer="Rome")
+        >>> g = EvidenceGraph({(1, 2): 1.0}, PathSupportParams())
+        >>> score_trajectory(t, ["Rome"], {1: "Ann", 2: "Rome"}, g)
+        TrajectoryScore(r_ans=1.0, path=[1, 2], s_path=1.0, passed=True, reward=1.2)
+    """
+    r_ans = exact_match(traj.answer or "", golds)
+    path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer)
+    verdict = graph.path_support(path) if len(path) >= 2 else None
+    s_path = verdict.s_path if verdict else 0.0
+    return TrajectoryScore(r_ans, path, s_path, bool(verdict and verdict.passed), reward_fn(r_ans, s_path, beta))
+
+
 def chain_view(chain: Chain) -> ChainView:
     """The fields the method reads from a pool chain: titles, relations and node passages."""
     passages = [""] * len(chain.entity_ids)
@@ -191,13 +222,12 @@ class Trainer:
         p_s = {"generated": [], "seed": []}
         for traj in batch.trajectories:
             slot = batch.slots[traj.question_index]
-            r_ans = exact_match(traj.answer or "", slot.answers)
-            path = extract_path(traj.queries, traj.entity_ids, self._titles_for(traj, slot), traj.answer)
-            s_path = graph.path_support(path).s_path if len(path) >= 2 else 0.0
-            batch.paths.append(path)
-            batch.r_ans.append(r_ans)
-            batch.s_path.append(s_path)
-            batch.solver_rewards.append(solver_reward(r_ans, s_path, m.beta_path))
+            score = score_trajectory(traj, slot.answers, self._titles_for(traj, slot), graph, solver_reward,
+                                     m.beta_path)
+            batch.paths.append(score.path)
+            batch.r_ans.append(score.r_ans)
+            batch.s_path.append(score.s_path)
+            batch.solver_rewards.append(score.reward)
         g = m.group_size
         for i, slot in enumerate(batch.slots):
             correct = tuple(bool(x) for x in batch.r_ans[i * g:(i + 1) * g])
