@@ -72,3 +72,16 @@ def test_resume_gives_the_uninterrupted_run(db):
 def test_unknown_method_is_a_clear_error(db):
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         train(db, run="x", method="nope", preset="smoke", steps=1, progress=False, log=None)
+
+
+def test_resume_refuses_other_settings_and_survives_an_interrupted_swap(db):
+    from workbench.method.train import run_dir
+
+    train(db, run="strict", method="c2", preset="smoke", steps=1, progress=False, log=None)
+    with pytest.raises(ValueError, match="other settings"):
+        train(db, run="strict", method="c2", preset="smoke", steps=2, resume=True, progress=False, log=None,
+              overrides={"method.lr": 1e-3})
+    # a stop between the two renames of a checkpoint swap leaves only checkpoint.old
+    run_dir("strict").joinpath("checkpoint").rename(run_dir("strict") / "checkpoint.old")
+    rows = train(db, run="strict", method="c2", preset="smoke", steps=2, resume=True, progress=False, log=None)
+    assert [r["round"] for r in rows] == [0, 1]

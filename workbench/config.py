@@ -109,6 +109,13 @@ class MethodConfig:
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     proposer_max_new_tokens: int = 48  # ours
     val_questions: int = 8  # validation questions per family, every round; ours
+    seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
+    val_dataset: str = "tinyworld"  # questions.dataset of the validation split (its split 'val')
+    path_alpha: float = 0.5  # Eq. 8-9 M_direct weight of order; ours (see PathSupportParams)
+    path_beta: float = 0.25  # ... of mutual mention (text); ours
+    path_gamma: float = 0.25  # ... of co-occurrence; ours
+    path_eta: float = 0.5  # M_bridge discount; ours
+    path_eps: float = 0.01  # Eq. 9 smoothing; ours
     seed: int = 0
 
 

@@ -234,7 +234,7 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         backbone, method = backbone or labels["backbone"], method or labels["method"]
         make_eval_id(con, backbone, method, dataset, split)  # validates the labels before the slow part
         policy = Policy.load(model_path)
-        search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk)
+        search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
         start = time.perf_counter()
         scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size)
         seconds = time.perf_counter() - start

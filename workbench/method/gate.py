@@ -8,9 +8,9 @@ and clarity. Two verifiers share the :class:`Verifier` interface: :class:`Struct
 (deterministic, for the tiny tier) and :class:`LLMVerifier` (a prompt and a parser, for capable
 backbones). The top k candidates with Q >= threshold are admitted.
 
-Aggregation of the dimension scores (ours; the paper's is in its unavailable appendix): the
-geometric mean, so a dimension at 0 vetoes the candidate and Q stays in [0, 1]; ``mean`` and
-``min`` are available by name.
+Aggregation of the dimension scores (ours; the paper's is in its unavailable appendix): by name,
+``geometric_mean`` (any dimension at 0 vetoes), ``mean`` (the presets' choice, ``MethodConfig``) or
+``min``; Q stays in [0, 1], and a leak or a zero multi-hop score always vetoes.
 
 Example:
     >>> from workbench.method.memory import ChainView
@@ -131,6 +131,9 @@ AGGREGATIONS: dict[str, Callable[[Sequence[float]], float]] = {
 def quality(verdict: Verdict, aggregation: str = "geometric_mean") -> float:
     """Eq. 6: Q = 1[no leak] * aggregate(the four dimension scores); a missing dimension scores 0.
 
+    Whatever the aggregation, a question with no multi-hop requirement (``multi_hop`` 0) scores 0:
+    section 3.2 makes "needs at least two hops" a hard property, like no leakage.
+
     Example:
         >>> quality(Verdict(0, "q", "a", True, scores={"faithfulness": 1, "multi_hop": 0.5,
         ...                                             "answer_focus": 1, "clarity": 0.5}))
@@ -138,7 +141,7 @@ def quality(verdict: Verdict, aggregation: str = "geometric_mean") -> float:
     """
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {sorted(AGGREGATIONS)}")
-    if verdict.leak:
+    if verdict.leak or verdict.scores.get("multi_hop", 0.0) == 0.0:
         return 0.0
     return float(AGGREGATIONS[aggregation]([verdict.scores.get(d, 0.0) for d in DIMENSIONS]))
 

@@ -102,11 +102,15 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
 
 
 def chain_view(chain: Chain) -> ChainView:
-    """The fields the method reads from a pool chain: titles, relations and node passages."""
-    passages = [""] * len(chain.entity_ids)
+    """The fields the method reads from a pool chain: titles, relations and node passages.
+
+    A node shows its newest evidence, so passages that write-back attached in earlier rounds reach
+    the proposer (section 3.4: later rounds condition on richer contexts).
+    """
+    passages, newest = [""] * len(chain.entity_ids), [-1] * len(chain.entity_ids)
     for ev in chain.evidence:
-        if ev.target == "node" and ev.text and not passages[ev.position]:
-            passages[ev.position] = ev.text
+        if ev.target == "node" and ev.text and ev.round > newest[ev.position]:
+            passages[ev.position], newest[ev.position] = ev.text, ev.round
     return ChainView(chain.chain_id, chain.hash, list(chain.entity_ids), list(chain.titles),
                      list(chain.relations), passages)
 
@@ -129,15 +133,18 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.method.lr, weight_decay=0.0)
         self.guard = NonFiniteGuard(cfg.method.max_non_finite)
         self.verifier = StructuralVerifier() if spec.task_source == "kg_chains" else OpenGate()
-        self.path_params = PathSupportParams(tau_path=cfg.method.tau_path)
+        m = cfg.method
+        self.path_params = PathSupportParams(m.path_alpha, m.path_beta, m.path_gamma, m.path_eta, m.path_eps,
+                                             m.tau_path)
         self.titles: dict[int, str] = dict(con.execute(
             "SELECT entity_id, title FROM entities").fetchall())
         self.seed_pool = con.execute(
             "SELECT question_id, question, answers, coalesce(hops, 1), coalesce(chain, []) FROM questions "
-            "WHERE dataset = 'tinyworld' AND split = 'seed' ORDER BY question_id").fetchall()
+            "WHERE dataset = ? AND split = 'seed' ORDER BY question_id", [m.seed_dataset]).fetchall()
         if not self.seed_pool:
-            raise ValueError("the store has no seed-pool questions (questions with split 'seed'); "
-                             "build a world first: workbench world --db ...")
+            raise ValueError(f"the store has no seed-pool questions (dataset {m.seed_dataset!r}, split 'seed'); "
+                             "build a world (workbench world) or import one (workbench import qa --split seed) "
+                             "and set method.seed_dataset")
 
     # -- 1-2: proposer and gate ------------------------------------------------------------
     def _task_chains(self, t: int) -> list[ChainView]:
@@ -149,6 +156,9 @@ class Trainer:
         ids = self.con.execute(
             "SELECT e.entity_id FROM entities e WHERE e.kind = 'entity' AND EXISTS "
             "(SELECT 1 FROM passages p WHERE p.entity_id = e.entity_id) ORDER BY e.entity_id").fetchnumpy()["entity_id"]
+        if len(ids) < m.chains_per_round:
+            raise ValueError(f"method.chains_per_round={m.chains_per_round}: the store has only {len(ids)} entities "
+                             "with passages")
         picked = [int(e) for e in np.random.default_rng(self._seed(t, 1)).choice(ids, m.chains_per_round, replace=False)]
         first = dict(self.con.execute(
             "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
@@ -302,7 +312,10 @@ class Trainer:
         if not self.guard.check(sums["loss"], sums["kl"], step=t):
             self.optimizer.zero_grad(set_to_none=True)
             return {**sums, "skipped": 1}
-        torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), m.max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), m.max_grad_norm)
+        if not self.guard.check(float(norm), 0.0, step=t):  # a non-finite gradient is skipped the same way
+            self.optimizer.zero_grad(set_to_none=True)
+            return {**sums, "skipped": 1}
         self.optimizer.step()
         return {**sums, "skipped": 0}
 

@@ -70,7 +70,7 @@ def validation_em(trainer: Trainer, limit: int) -> float:
     from workbench.evaluate import load_questions, score_questions
 
     cfg = trainer.cfg
-    questions = load_questions(trainer.con, "tinyworld", "val", limit)
+    questions = load_questions(trainer.con, cfg.method.val_dataset, "val", limit)
     scored = score_questions(trainer.policy, trainer.search, questions, cfg.rollout, cfg.search.topk)
     return float(scored["em"].mean())
 
@@ -107,12 +107,14 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     con = store.connect(db) if own else db
     try:
         ensure_world(con, cfg)
-        base = model or warmstart(con, preset=cfg.name, seed=cfg.backbone.seed, log=log)
+        base = model or warmstart(con, preset=cfg, seed=cfg.backbone.seed, log=log)
         ckpt = run_dir(run) / "checkpoint"
         state = {"completed": 0, "best_val": -1.0, "non_finite": 0}
-        if resume and (ckpt / "state.json").exists():
-            state = json.loads((ckpt / "state.json").read_text())
-            policy = Policy.load(ckpt / "model")
+        found = _latest_checkpoint(run) if resume else None
+        if found:
+            _same_settings(con, run, spec.name, cfg)
+            state = json.loads((found / "state.json").read_text())
+            policy = Policy.load(found / "model")
         else:
             if resume:
                 log(f"run {run!r} has no checkpoint yet; starting it")
@@ -124,10 +126,10 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
                     "VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
                     [run, spec.name, cfg.name, cfg.method.seed, json.dumps(cfg.to_dict()), cfg.hash(), steps])
         reference = Policy.load(base)
-        search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk)
+        search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
         trainer = Trainer(con, cfg, spec, run, policy, reference, search)
-        if resume and (ckpt / "optimizer.pt").exists():
-            trainer.optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt"))
+        if found:
+            trainer.optimizer.load_state_dict(torch.load(found / "optimizer.pt"))
         trainer.guard.consecutive = state["non_finite"]
         bar = tqdm(range(state["completed"], steps), desc=f"{run} ({spec.name})", disable=not progress,
                    initial=state["completed"], total=steps)
@@ -173,9 +175,13 @@ def run_round(trainer: Trainer, t: int) -> dict:
     traj_ids = store_trajectories(con, run, t, batch.trajectories, [s.question_id for s in batch.slots])
     con.executemany("UPDATE trajectories SET r_ans = ?, s_path = ?, reward = ? WHERE trajectory_id = ?",
                     [(a, s, r, i) for a, s, r, i in zip(batch.r_ans, batch.s_path, batch.solver_rewards, traj_ids)])
+    g = cfg.method.group_size
+    p_s_of = {s.candidate: float(np.mean(batch.r_ans[i * g:(i + 1) * g]))
+              for i, s in enumerate(batch.slots) if s.candidate is not None}
     for chain_id, lo, verdicts in batch.verdicts:
         store_verdicts(con, run, t, chain_id, verdicts,
-                       rewards=[batch.proposer_rewards[lo + v.index] for v in verdicts])
+                       rewards=[batch.proposer_rewards[lo + v.index] for v in verdicts],
+                       p_s=[p_s_of.get(lo + v.index) for v in verdicts])
     wb = trainer.write_back(t, batch, traj_ids)
     lap("write_back")
     val = validation_em(trainer, cfg.method.val_questions)
@@ -218,13 +224,40 @@ def _pool_size(con, run: str | None, round: int) -> tuple[int, int]:
 
 
 def _checkpoint(trainer: Trainer, ckpt: Path, state: dict) -> None:
-    tmp = ckpt.with_name("checkpoint.tmp")
+    """Write the round's checkpoint beside the old one, then swap: a stop at any moment leaves one
+    whole checkpoint (``_latest_checkpoint`` finds it)."""
+    tmp, old = ckpt.with_name("checkpoint.tmp"), ckpt.with_name("checkpoint.old")
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.policy.save(tmp / "model")
     torch.save(trainer.optimizer.state_dict(), tmp / "optimizer.pt")
     (tmp / "state.json").write_text(json.dumps(state))
-    shutil.rmtree(ckpt, ignore_errors=True)
-    tmp.rename(ckpt)  # a stop mid-save leaves the previous checkpoint whole
+    shutil.rmtree(old, ignore_errors=True)
+    if ckpt.exists():
+        ckpt.rename(old)
+    tmp.rename(ckpt)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _latest_checkpoint(run: str) -> Path | None:
+    """The whole checkpoint of a run: the current one, else the one a stop interrupted mid-swap."""
+    for name in ("checkpoint", "checkpoint.old"):
+        if (run_dir(run) / name / "state.json").exists():
+            return run_dir(run) / name
+    return None
+
+
+def _same_settings(con, run: str, method: str, cfg: Config) -> None:
+    """--resume continues the same run: the method and every setting but the total steps must match."""
+    row = con.execute("SELECT method, config FROM runs WHERE run = ?", [run]).fetchall()
+    if not row:
+        return
+    stored = json.loads(row[0][1])
+    mine = cfg.to_dict()
+    for d in (stored, mine):
+        d["method"].pop("steps", None)
+    if row[0][0] != method or stored != mine:
+        raise ValueError(f"--resume: run {run!r} was started with other settings (method {row[0][0]!r}); "
+                         "resume with the same --method, --preset, --seed and --set values, or use a new --run")
 
 
 def run_metrics(con, run: str) -> list[dict]:
