@@ -13,3 +13,13 @@ def add_db(parser: argparse.ArgumentParser, preset_default: str = "tiny") -> Non
 
 def db_path(args: argparse.Namespace) -> str:
     return args.db or str(paths.default_db(getattr(args, "preset", None) or "tiny"))
+
+
+def existing_db(args: argparse.Namespace, hint: str = "build a world first: workbench world --db PATH") -> str:
+    """``db_path(args)``, or FileNotFoundError when no store is there (reading must not create one)."""
+    from pathlib import Path
+
+    db = db_path(args)
+    if not Path(db).exists():
+        raise FileNotFoundError(f"--db: no store at {db} (no such store; {hint})")
+    return db

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_db, existing_db
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,17 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_report)
 
 
-def _existing_db(args) -> str:
-    db = db_path(args)
-    if not Path(db).exists():
-        raise FileNotFoundError(f"no store at {db}")
-    return db
-
-
 def run_eval(args: argparse.Namespace) -> int:
     from workbench.evaluate import evaluate
 
-    eval_id = evaluate(_existing_db(args), args.model, args.dataset, split=args.split, limit=args.limit,
+    eval_id = evaluate(existing_db(args), args.model, args.dataset, split=args.split, limit=args.limit,
                        index=args.index, preset=args.preset, backbone=args.backbone, method=args.method)
     print(eval_id)
     return 0
@@ -55,7 +47,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from workbench import store
     from workbench.evaluate import compare
 
-    con = store.connect(_existing_db(args), read_only=True)
+    con = store.connect(existing_db(args), read_only=True)
     try:
         t = compare(con, args.eval_a, args.eval_b)
     finally:
@@ -70,7 +62,7 @@ def run_report(args: argparse.Namespace) -> int:
     from workbench import store
     from workbench.evaluate import table1
 
-    con = store.connect(_existing_db(args), read_only=True)
+    con = store.connect(existing_db(args), read_only=True)
     try:
         _, markdown = table1(con, datasets=args.dataset or ["tinyworld"], split=args.split)
     finally:

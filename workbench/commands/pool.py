@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_db, db_path, existing_db
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,14 +59,10 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from workbench import store
     from workbench.kg.pool import export_pool
 
-    if not Path(db_path(args)).exists():
-        raise FileNotFoundError(f"--db: no store at {db_path(args)} (run `workbench pool build` first)")
-    con = store.connect(db_path(args))
+    con = store.connect(existing_db(args, "run `workbench pool build` first"))
     try:
         n = export_pool(con, args.file, run=args.run, round=args.round)
     finally:

@@ -7,7 +7,7 @@ import json
 
 import yaml
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_db, db_path, existing_db
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -67,7 +67,7 @@ def _show(args: argparse.Namespace) -> int:
     from workbench import store
     from workbench.method.train import METRIC_KEYS, run_metrics
 
-    con = store.connect(db_path(args), read_only=True)
+    con = store.connect(existing_db(args), read_only=True)
     rows = run_metrics(con, args.name)
     if not rows:
         raise ValueError(f"no metrics for run {args.name!r} in {db_path(args)}")
@@ -83,7 +83,7 @@ def _show(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from workbench import store
 
-    con = store.connect(db_path(args), read_only=True)
+    con = store.connect(existing_db(args), read_only=True)
     for run, method, preset, seed, steps, status, h in con.execute(
             "SELECT run, method, preset, seed, steps, status, config_hash FROM runs ORDER BY created_at").fetchall():
         done = con.execute("SELECT count(*) FROM run_metrics WHERE run = ?", [run]).fetchone()[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_db, existing_db
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,9 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     from workbench.policy.warmstart import warmstart
 
-    db = db_path(args)
-    if not Path(db).exists():
-        raise FileNotFoundError(f"no store at {db}: build a world first")
+    db = existing_db(args)
     from workbench.config import preset
     from workbench.policy.warmstart import VAL_PER_FAMILY
 

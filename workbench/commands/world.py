@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_db, db_path, existing_db
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,14 +44,10 @@ def _world(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from workbench import store
     from workbench.kg.qa_sets import export_searchr1_parquet
 
-    db = db_path(args)
-    if not Path(db).exists():
-        raise FileNotFoundError(f"--db {db}: no such store; build one with `workbench world --db {db}`")
+    db = existing_db(args)
     con = store.connect(db, read_only=True)
     try:
         n = export_searchr1_parquet(con, args.out, args.split, dataset=args.dataset)

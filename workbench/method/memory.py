@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import numbers
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -40,6 +39,7 @@ import pandas as pd
 
 from workbench import store
 from workbench.kg.pool import chain_hash
+from workbench.method.path_support import word_key
 
 DEFAULT_RELATION = "related to"  # ours: a path step no chain or edge labels
 
@@ -75,10 +75,6 @@ class WriteBackItem:
     s_path: float
     path: list[int]  # Eq. 8's entity path, entity ids
     passages: list[RetrievedPassage]
-
-
-def _words(text: str) -> str:
-    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
 
 
 def _is_id(x) -> bool:
@@ -181,9 +177,9 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
         # Candidate evidence rows: every (node | edge) of the target chain a passage matches.
         rows = []
         for it, h in zip(accepted, hashes):
-            cid, keys = known[h], [_words(titles[e]) for e in it.path]
+            cid, keys = known[h], [word_key(titles[e]) for e in it.path]
             for p in it.passages:
-                text = _words(p.text)
+                text = word_key(p.text)
                 for pos, e in enumerate(it.path):
                     if p.entity_id == e:
                         rows.append((len(rows), cid, pos, "node", p.entity_id, p.passage_id, p.text, it.trajectory_id))

@@ -89,13 +89,13 @@ class PathSupport(NamedTuple):
 _WORD = re.compile(r"\w+")
 
 
-def _words(text: str) -> str:
+def word_key(text: str) -> str:
     """Lowercase words joined by single spaces and padded, so ' title ' is a whole-word match."""
     return " " + " ".join(_WORD.findall(text.lower())) + " "
 
 
 # Titles recur across every trajectory of a round: cache their match key and normalised form.
-_title_key = functools.lru_cache(maxsize=1 << 18)(_words)
+_title_key = functools.lru_cache(maxsize=1 << 18)(word_key)
 _title_norm = functools.lru_cache(maxsize=1 << 18)(normalize_answer)
 
 
@@ -121,7 +121,7 @@ class EvidenceGraph:
         ``titles`` maps entity id -> title for every entity the records mention.
         """
         a, b, c = params.alpha, params.beta, params.gamma
-        keys = {e: _words(t) for e, t in titles.items()}
+        keys = {e: word_key(t) for e, t in titles.items()}
         direct: dict[tuple[int, int], float] = {}
         for rec in records:
             seq = list(rec.entity_ids)
@@ -133,7 +133,7 @@ class EvidenceGraph:
             named_by: dict[int, set[int]] = {}  # owner -> entities its passages name
             co: set[tuple[int, int]] = set()
             for owner, text in rec.passages:
-                words = _words(text)
+                words = word_key(text)
                 names = [e for e in ents if keys[e] != "  " and keys[e] in words]
                 if owner is not None:
                     named_by.setdefault(owner, set()).update(names)
@@ -254,7 +254,7 @@ def extract_path(queries: Sequence[str], retrieved_entity_ids: Sequence[int],
         >>> extract_path(["Kavimo Rutel birthplace", "Dagiju country"], [1, 9, 2], titles, "Pelora")
         [1, 2, 3]
     """
-    qwords = [_words(q) for q in queries]
+    qwords = [word_key(q) for q in queries]
     first: dict[int, tuple[int, int]] = {}
     for r, e in enumerate(retrieved_entity_ids):
         if e in first or e not in entity_titles:
