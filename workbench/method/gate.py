@@ -106,12 +106,12 @@ def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool
     if not question or not answer:
         return Verdict(0, question, answer, extracted=False, reason="empty")
     reject = lambda reason, leak=False: Verdict(0, question, answer, True, leak=leak, reason=reason)  # noqa: E731
-    if answer_position(chain, answer) is None:
+    position = answer_position(chain, answer)
+    if position is None:
         return reject("answer not in chain")
     norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
     if norm_a and f" {norm_a} " in norm_q:
         return reject("leak: answer in question", leak=True)
-    position = answer_position(chain, answer)
     named = next((t for i, t in enumerate(chain.titles) if _names(question, t)
                   and not (allow_topic and i == 0 and position != 0)), None)
     if named is not None:
