@@ -199,6 +199,18 @@ class _Import:
                 "seconds": round(seconds, 3), "lines_per_s": round(self.lines / max(seconds, 1e-9), 1)}
 
 
+def _chunks(items, size: int):
+    """Lists of up to ``size`` consecutive items (the last may be shorter), read lazily."""
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, list | np.ndarray]) -> int:
     """Append one Arrow batch to the named columns of ``table``; returns the row count."""
     # A replacement scan of the local Arrow table (DuckDB reads Python variables by name):
@@ -531,10 +543,7 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                 names.setdefault(fields[0], fields[1])
 
         if entity_aliases is not None:
-            batch: list[list[str]] = []
-
-            def flush_aliases() -> None:
-                nonlocal n_aliases
+            for batch in _chunks((f for _, f in run.read(Path(entity_aliases), _parse_alias)), batch_rows):
                 ids = entities.ids([fields[1] for fields in batch])
                 owners, names_ = [], []
                 for eid, fields in zip(ids.tolist(), batch):
@@ -542,30 +551,11 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                         owners.append(eid), names_.append(alias)
                 n_aliases += _insert(con, "aliases", {"entity_id": pa.array(owners, pa.int64()),
                                                       "alias": pa.array(names_, pa.string())})
-                batch.clear()
 
-            for _, fields in run.read(Path(entity_aliases), _parse_alias):
-                batch.append(fields)
-                if len(batch) >= batch_rows:
-                    flush_aliases()
-            if batch:
-                flush_aliases()
-
-        rows: list[list[str]] = []
-
-        def flush_triples() -> None:
-            nonlocal n_triples
+        for rows in _chunks((f for _, f in run.read(Path(triples), _parse_triple)), batch_rows):
             heads, rels, tails = zip(*rows)
             n_triples += _insert(con, "triples", {"head": list(heads),
                                                   "relation": [names.get(r, r) for r in rels],
                                                   "tail": list(tails)})
-            rows.clear()
-
-        for _, fields in run.read(Path(triples), _parse_triple):
-            rows.append(fields)
-            if len(rows) >= batch_rows:
-                flush_triples()
-        if rows:
-            flush_triples()
         return run.finish(entities=entities.created, aliases=n_aliases, triples=n_triples,
                           relations_named=len(names))
