@@ -85,3 +85,16 @@ def test_resume_refuses_other_settings_and_survives_an_interrupted_swap(db):
     run_dir("strict").joinpath("checkpoint").rename(run_dir("strict") / "checkpoint.old")
     rows = train(db, run="strict", method="c2", preset="smoke", steps=2, resume=True, progress=False, log=None)
     assert [r["round"] for r in rows] == [0, 1]
+
+
+def test_minibatches_take_that_many_optimiser_steps_per_round(db):
+    import torch
+
+    from workbench.evaluate import model_labels
+    from workbench.method.train import run_dir
+
+    train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+          overrides={"method.minibatches": 3})
+    state = torch.load(run_dir("mb") / "checkpoint" / "optimizer.pt")["state"]
+    assert {float(s["step"]) for s in state.values()} == {3.0}
+    assert model_labels(run_dir("mb") / "best")["method"] == "search_r1"

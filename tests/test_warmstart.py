@@ -48,6 +48,17 @@ def test_solver_queries_follow_the_chain():
     assert solver_queries("comparison", ["Kavimo", "Rutel"], "Rutel", path=False) == ["Kavimo", "Rutel"]
 
 
+def test_long_families_are_demonstrated_at_their_rate():
+    from workbench.search.tool import SearchTool
+
+    con = _hand_store()
+    tool = SearchTool(con, topk=2)
+    families = lambda rate: [d.family for d in world_demos(con, tool, ["two_hop", "comparison"], False,  # noqa: E731
+                                                            "<|im_end|>", long_rate=rate) if d.role == "solver"]
+    assert families(1.0) == ["two_hop", "comparison"]
+    assert families(0.0) == ["two_hop"]  # the short family is always kept
+
+
 def test_world_demos_search_in_order_with_the_real_tool_and_answer():
     from workbench.search.tool import SearchTool
 

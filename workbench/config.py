@@ -65,6 +65,7 @@ class BackboneConfig:
     sft_steps: int = 4000  # ours: copying emerges between 1,500 and 3,000 steps (LOG.md)
     sft_batch: int = 16
     sft_lr: float = 1e-3
+    sft_long_rate: float = 0.3  # ours: share of three-hop/comparison/bridge questions demonstrated (warmstart.py)
     seed: int = 0
 
 
@@ -106,6 +107,7 @@ class MethodConfig:
     prob_scale_high: float = 1.0  # ... and at p = 1; ours (low = high = 1 disables it)
     max_grad_norm: float = 1.0  # ours
     max_non_finite: int = 3  # consecutive non-finite steps before a run stops; ours
+    minibatches: int = 1  # ours: optimiser steps per round, each on a 1/n share of the round's batch
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     proposer_max_new_tokens: int = 48  # ours
     val_questions: int = 8  # validation questions per family, every round; ours

@@ -23,3 +23,22 @@ def existing_db(args: argparse.Namespace, hint: str = "build a world first: work
     if not Path(db).exists():
         raise FileNotFoundError(f"--db: no store at {db} (no such store; {hint})")
     return db
+
+
+def add_set(parser: argparse.ArgumentParser) -> None:
+    """The repeatable ``--set section.field=value`` config override."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="override a config value, e.g. --set method.lr=1e-4 (repeatable)")
+
+
+def overrides(args: argparse.Namespace) -> dict:
+    """``--set`` pairs as ``{"section.field": value}`` (values parsed as YAML scalars)."""
+    import yaml
+
+    out = {}
+    for pair in args.overrides:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--set: expected section.field=value, got {pair!r}")
+        out[key] = yaml.safe_load(value)
+    return out

@@ -5,19 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-import yaml
-
-from workbench.commands import add_db, db_path, existing_db
-
-
-def _overrides(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ValueError(f"--set: expected section.field=value, got {pair!r}")
-        out[key] = yaml.safe_load(value)
-    return out
+from workbench.commands import add_db, add_set, db_path, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,8 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue a stopped run up to --steps")
     p.add_argument("--model", default=None,
                    help="base model: a Hugging Face directory or hub id (default: the preset's tiny warm start)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                   help="override a config value, e.g. --set method.lr=1e-4 (repeatable)")
+    add_set(p)
     add_db(p)
     p.set_defaults(func=_train)
 
@@ -54,7 +41,7 @@ def _train(args: argparse.Namespace) -> int:
     from workbench.method.train import train
 
     metrics = train(db_path(args), run=args.run, method=args.method, preset=args.preset, steps=args.steps,
-                    resume=args.resume, seed=args.seed, overrides=_overrides(args.overrides),
+                    resume=args.resume, seed=args.seed, overrides=overrides(args),
                     model=args.model)
     if metrics:
         last = metrics[-1]

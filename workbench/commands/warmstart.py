@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, existing_db
+from workbench.commands import add_db, add_set, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="val questions per family for the report (default: 40)")
     p.add_argument("--retrain", action="store_true",
                    help="train here even when the repository ships this warm start (data/pretrained/)")
+    add_set(p)
     p.set_defaults(func=run)
 
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.config import preset
     from workbench.policy.warmstart import VAL_PER_FAMILY
 
-    cfg = preset(args.preset, **({"backbone.sft_steps": args.steps} if args.steps is not None else {}))
+    cfg = preset(args.preset, **overrides(args), **({"backbone.sft_steps": args.steps} if args.steps is not None else {}))
     path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,
                      val_per_family=args.val_per_family or VAL_PER_FAMILY, use_shipped=not args.retrain)
     meta = json.loads((Path(path) / "workbench.json").read_text())

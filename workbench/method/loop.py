@@ -255,7 +255,7 @@ class Trainer:
 
     # -- 5: update -------------------------------------------------------------------------
     def update(self, t: int, batch: RoundBatch) -> dict:
-        """Section 3.5: one clipped-surrogate step with the k3 KL to the frozen reference.
+        """Section 3.5: the clipped-surrogate update with the k3 KL to the frozen reference.
 
         Solver rows carry GRPO advantages (Eq. 11) broadcast to their generated tokens; proposer
         rows carry REINFORCE++ advantages (Eq. 12), whitened over the global proposer batch with the
@@ -280,9 +280,20 @@ class Trainer:
             for i, (s, _) in enumerate(scored):
                 rows.append(s)
                 advantages.append(prop_adv[i, :len(s.response_ids)])
+        # section 3.5 says one update per round; splitting the round's batch into several optimiser
+        # steps (veRL's ppo_mini_batch_size) is ours, method.minibatches (1 = the paper's one step)
+        order = np.random.default_rng(self._seed(t, 5)).permutation(len(rows))
+        steps = [self._step(t, [rows[i] for i in part], [advantages[i] for i in part])
+                 for part in np.array_split(order, min(m.minibatches, len(rows))) if len(part)]
+        out = {k: float(np.mean([s[k] for s in steps])) for k in ("loss", "kl", "entropy", "clip_fraction")}
+        return {**out, "skipped": sum(s["skipped"] for s in steps)}
+
+    def _step(self, t: int, rows: list[Trajectory], advantages: list[torch.Tensor]) -> dict:
+        """One optimiser step on ``rows``: the token-mean surrogate over all of their loss tokens."""
+        m = self.cfg.method
         total_tokens = sum(int(sum(r.loss_mask)) for r in rows)
         if total_tokens == 0:
-            return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "skipped": 1}
+            return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 1}
         self.policy.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0}

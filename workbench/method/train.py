@@ -24,6 +24,7 @@ import torch
 
 from workbench import paths, store
 from workbench.config import Config, preset as get_preset
+from workbench.evaluate import model_labels
 from workbench.method.gate import store_verdicts
 from workbench.method.loop import RoundBatch, Trainer
 from workbench.method.methods import method_spec
@@ -138,6 +139,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 policy.save(run_dir(run) / "best")
+                _describe_best(run_dir(run) / "best", base, spec.name, run, t, metrics["val_em"])
             state["completed"], state["non_finite"] = t + 1, trainer.guard.consecutive
             _checkpoint(trainer, ckpt, state)
             bar.set_postfix(round=t, reward=f"{metrics['solver_reward']:.2f}", val=f"{metrics['val_em']:.2f}",
@@ -221,6 +223,15 @@ def _pool_size(con, run: str | None, round: int) -> tuple[int, int]:
 
     ids, counts = evidence_counts(con, run, round)
     return int(len(ids)), int(counts.sum())
+
+
+def _describe_best(folder: Path, base, method: str, run: str, t: int, val_em: float) -> None:
+    """The best checkpoint's ``workbench.json``: Table 1 labels (the base's backbone, this method)
+    and where it came from, so ``workbench eval`` names its row without flags."""
+    backbone = model_labels(base)["backbone"] if Path(str(base)).exists() else str(base)
+    (folder / "workbench.json").write_text(json.dumps(
+        {"backbone": backbone, "method": method, "run": run, "round": t, "val_em": val_em, "base": str(base)},
+        indent=2))
 
 
 def _checkpoint(trainer: Trainer, ckpt: Path, state: dict) -> None:

@@ -26,14 +26,16 @@ Design forced by the probe (STACK.md, "Probe: can a from-scratch tiny LM learn t
 3. The base is validated on held-out entities of the actual world: greedy EM per question family
    on its val split.
 
-Measured (2026-11-30, one H200, tiny preset sizes, seed 0, 64,000 demonstrations from 427
-throwaway worlds, batch 16, lr 1e-3): loss 3.0 at step 1,000 and 2.2 at 1,500, then copying
-emerges (1.3 at 2,000, 0.47 at 3,000, 0.23 at 4,000). With 2,000 steps it had not emerged
-(loss 1.9, val EM 0 everywhere). After 4,000 steps, greedy val EM (40 per family): single_hop 85,
-two_hop 57.5, three_hop 5, comparison 0, bridge 0 (macro 29.5): room for RL, as intended.
+Measured (2026-11-30, one H200, tiny preset sizes, seed 0, batch 16, lr 1e-3): copying emerges
+between steps 1,500 and 3,000 (loss 2.2 -> 0.47); with 2,000 steps it had not (val EM 0
+everywhere). The shipped model's own loss curve and val EM per family are in its
+``workbench.json``; LOG.md keeps every version's numbers.
 
-Leaving room for RL: by default the solver demonstrations cover only the short families
-(``DEMO_FAMILIES``: single_hop and two_hop); three_hop, comparison and bridge are left for RL.
+Leaving room for RL: a first version saw only single_hop and two_hop demonstrations and scored
+0 EM on the other three families, which left GRPO no successful rollout to reinforce there (and
+RL did not move it, LOG.md). So the demonstrations cover every family, but the three longer
+ones (``LONG_FAMILIES``) only at the rate ``backbone.sft_long_rate`` (the share of their
+questions kept): the base can solve some of them, and RL has the rest to learn.
 
 The SFT loop is a plain torch AdamW loop (ours, documented here rather than TRL's SFTTrainer):
 the masks are built by segment, so a collator would add nothing, and on 2 CPU cores the loop's
@@ -70,7 +72,8 @@ import numpy as np
 from workbench import paths, store
 from workbench.policy import protocol
 
-DEMO_FAMILIES = ("single_hop", "two_hop")  # ours: longer chains are left for RL
+DEMO_FAMILIES = ("single_hop", "two_hop", "three_hop", "comparison", "bridge")
+LONG_FAMILIES = ("three_hop", "comparison", "bridge")  # kept at backbone.sft_long_rate (ours)
 DEMO_ENTITIES = 150  # ours: entities per throwaway world
 DEMO_PRESET = "smoke"  # ours: throwaway worlds get the smoke preset's question count (20 per family
 # and split), so each entity appears in only one or two demonstrations
@@ -142,8 +145,10 @@ def proposer_demo(titles: Sequence[str], relations: Sequence[str], passages: Seq
     return demo
 
 
-def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: str) -> list[Demo]:
-    """Solver (and proposer) demonstrations from every question of ``families`` in a store."""
+def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: str,
+                long_rate: float = 1.0, seed: int = 0) -> list[Demo]:
+    """Solver (and proposer) demonstrations from the questions of ``families`` in a store; a
+    question of ``LONG_FAMILIES`` is kept with probability ``long_rate`` (deterministic by seed)."""
     rows = con.execute(
         "SELECT question, family, answers, chain FROM questions WHERE family IN (SELECT unnest(?)) "
         "ORDER BY question_id", [list(families)]).fetchall()
@@ -157,9 +162,10 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
         "SELECT src, dst, min(relation) FROM edges WHERE src IN (SELECT unnest(?)) GROUP BY src, dst",
         [ids]).fetchall()}
     demos = []
-    for question, family, answers, chain in rows:
+    keep = np.random.default_rng(seed).random(len(rows))
+    for (question, family, answers, chain), u in zip(rows, keep):
         chain = list(chain or [])
-        if not chain or not answers:
+        if not chain or not answers or (family in LONG_FAMILIES and u >= long_rate):
             continue
         names = [titles[e] for e in chain]
         rels = [edge.get((a, b)) for a, b in zip(chain, chain[1:])]
@@ -173,10 +179,11 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
 
 def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
              proposer_share: float = PROPOSER_SHARE, n_entities: int = DEMO_ENTITIES,
-             index: str = "bm25", topk: int = 3, eos: str = "<|im_end|>") -> tuple[list[Demo], int]:
+             index: str = "bm25", topk: int = 3, eos: str = "<|im_end|>",
+             long_rate: float = 1.0) -> tuple[list[Demo], int]:
     """At least ``n_solver`` solver demonstrations (plus proposer ones, ``proposer_share`` of the
-    mix) from throwaway TinyWorlds of ``n_entities`` entities, seeds derived from ``seed``.
-    Returns (demos, worlds built). Deterministic by seed.
+    mix) from throwaway TinyWorlds of ``n_entities`` entities, seeds derived from ``seed``; the
+    longer families' questions kept at ``long_rate``. Returns (demos, worlds built). Deterministic by seed.
     """
     from workbench.kg.tinyworld import build_world
     from workbench.search.tool import SearchTool
@@ -189,9 +196,10 @@ def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
                              f"{len(proposer)} proposer demonstrations; lower sft_steps or raise n_entities")
         con = store.connect(":memory:")
         try:
-            build_world(con, preset=DEMO_PRESET, seed=WORLD_SEED_OFFSET * (seed + 1) + worlds, n_entities=n_entities)
+            world_seed = WORLD_SEED_OFFSET * (seed + 1) + worlds
+            build_world(con, preset=DEMO_PRESET, seed=world_seed, n_entities=n_entities)
             search = SearchTool(con, index=index, topk=topk)
-            for demo in world_demos(con, search, families, n_proposer > len(proposer), eos):
+            for demo in world_demos(con, search, families, n_proposer > len(proposer), eos, long_rate, world_seed):
                 (solver if demo.role == "solver" else proposer).append(demo)
         finally:
             con.close()
@@ -433,7 +441,7 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log) -> Non
     n_examples = math.ceil(b.sft_steps * b.sft_batch / params["epochs"])
     n_solver = max(b.sft_batch, round(n_examples * (1 - params["proposer_share"])))
     demos, worlds = demo_set(n_solver, seed, params["families"], params["proposer_share"],
-                             params["n_entities"], cfg.search.index, cfg.search.topk, IM_END)
+                             params["n_entities"], cfg.search.index, cfg.search.topk, IM_END, b.sft_long_rate)
     t_demos = time.perf_counter() - start
     tok = train_tokenizer(tokenizer_corpus(demos), b.vocab_size)
     policy = Policy(tiny_model(b, tok, seed), tok)
