@@ -1,17 +1,21 @@
 """Verified graph memory: evidence write-back from G_t to G_t+1 (seed 000, section 3.4).
 
 A trajectory is written back when it is correct and path-supported (R_ans = 1 and
-S_path >= tau_path). Deduplication is by :func:`workbench.kg.pool.chain_hash` of the lowercased
-entity sequence of the path it traversed (Eq. 8):
+S_path >= tau_path). Its retrieved evidence is attached to the matching nodes and edges of
 
-* a NEW sequence becomes a new chain (``origin`` 'writeback', ``run``, ``created_round`` = t + 1,
-  the trajectory id); its relation labels come from the originating chain where the path follows
-  it, else from the ``edges`` table, else 'related to';
-* a KNOWN sequence (a chain of this run's pool with that hash: G_0 or this run's write-back;
-  usually the originating chain itself) only merges NEW evidence into it.
+* the ORIGINATING chain (the one its question was generated from), and
+* the chain of the entity path it traversed (Eq. 8), deduplicated by
+  :func:`workbench.kg.pool.chain_hash` of the lowercased entity sequence: a KNOWN sequence (a chain
+  of this run's pool with that hash: G_0 or this run's write-back; usually the originating chain
+  itself) only merges new evidence; a NEW sequence becomes a new chain (``origin`` 'writeback',
+  ``run``, ``created_round`` = t + 1, the trajectory id) when it passes G_0's chain filters (at
+  least two relational hops, no repeated entity, no noise entity: ``workbench.kg.filters``), so
+  write-back never adds the single-hop shortcuts or list/year nodes that section 3.2 excludes.
+  Its relation labels come from the originating chain where the path follows it, else from the
+  ``edges`` table, else 'related to'.
 
-Evidence matching (ours): a retrieved passage is attached to the target chain's node i when its
-entity is that node, and to edge i (node i -> i+1) when its text names both endpoint titles
+Evidence matching (ours): a retrieved passage is attached to a chain's node i when its entity is
+that node, and to edge i (node i -> i+1) when its text names both endpoint titles
 (case-insensitive whole words). An evidence row (chain, position, target, passage) that the run's
 pool already holds is skipped, so replaying a round's write-back changes nothing. Every row records
 the run, round t + 1 (it belongs to G_t+1) and the trajectory id; the whole write-back is one
@@ -20,13 +24,14 @@ transaction, set-based (Arrow/pandas frames joined in SQL, no row-by-row inserts
 Example:
     >>> from workbench import store
     >>> con = store.connect(":memory:")
-    >>> _ = con.execute("INSERT INTO entities VALUES (1,'Ann','person','entity','t'), (2,'Rome','city','entity','t')")
-    >>> chain = ChainView(0, chain_hash(["Ann", "Rome"]), [1, 2], ["Ann", "Rome"], ["born in"], ["", ""])
-    >>> item = WriteBackItem(7, chain, 1, 0.9, [1, 2], [RetrievedPassage(10, 1, "Ann was born in Rome.")])
+    >>> _ = con.execute("INSERT INTO entities VALUES (1,'Ann','person','entity','t'), "
+    ...                 "(2,'Rome','city','entity','t'), (3,'Italy','country','entity','t')")
+    >>> chain = ChainView(-1, "", [1, 2, 3], ["Ann", "Rome", "Italy"], ["born in", "in"], ["", "", ""])
+    >>> item = WriteBackItem(7, chain, 1, 0.9, [1, 2, 3], [RetrievedPassage(10, 1, "Ann was born in Rome.")])
+    >>> write_back(con, "r", 0, [item])   # a new 2-hop sequence: a chain; node 0 and edge 0 matched
+    {'new_chains': 1, 'merged_evidence': 2, 'skipped_duplicates': 0, 'rejected': 0, 'not_chains': 0}
     >>> write_back(con, "r", 0, [item])
-    {'new_chains': 1, 'merged_evidence': 2, 'skipped_duplicates': 0, 'rejected': 0}
-    >>> write_back(con, "r", 0, [item])
-    {'new_chains': 0, 'merged_evidence': 0, 'skipped_duplicates': 2, 'rejected': 0}
+    {'new_chains': 0, 'merged_evidence': 0, 'skipped_duplicates': 2, 'rejected': 0, 'not_chains': 0}
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Sequence
 import pandas as pd
 
 from workbench import store
+from workbench.kg import filters
 from workbench.kg.pool import chain_hash
 from workbench.method.path_support import word_key
 
@@ -98,10 +104,25 @@ def _validate(i: int, item: WriteBackItem) -> None:
             raise ValueError(f"{where}: bad retrieved passage {p!r} (expected passage_id, entity_id ints and text)")
 
 
-def _titles(con, ids: set[int]) -> dict[int, str]:
+def _entities(con, ids: set[int]) -> tuple[dict[int, str], set[int]]:
+    """Titles of ``ids``, and which of them are noise entities (``filters.noise_codes``)."""
     with store.registered(con, "_wb_ids", pd.DataFrame({"entity_id": sorted(ids)}, dtype="int64")):
-        return dict(con.execute("SELECT e.entity_id, e.title FROM entities e JOIN _wb_ids USING (entity_id)")
-                    .fetchall())
+        rows = con.execute("SELECT e.entity_id, e.title, e.kind FROM entities e JOIN _wb_ids USING (entity_id)"
+                           ).fetchall()
+    codes = filters.noise_codes([k for *_, k in rows], [t for _, t, _ in rows])
+    return {e: t for e, t, _ in rows}, {e for (e, *_), c in zip(rows, codes) if c}
+
+
+def is_chain(path: Sequence[int], noise: set[int]) -> bool:
+    """Whether an entity path passes G_0's chain filters (section 3.2): at least
+    ``filters.MIN_RELATIONAL_HOPS`` hops, no repeated entity, no noise entity.
+
+    Example:
+        >>> is_chain([1, 2, 3], set()), is_chain([1, 3], set()), is_chain([1, 2, 1], set()), is_chain([1, 2, 3], {2})
+        (True, False, False, False)
+    """
+    return (len(path) - 1 >= filters.MIN_RELATIONAL_HOPS and len(set(path)) == len(path)
+            and not noise.intersection(path))
 
 
 def _edge_labels(con, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
@@ -118,9 +139,11 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
     """Write the verified evidence of round t's trajectories into G_t+1 (section 3.4).
 
     Returns counts: ``new_chains`` (new sequences), ``merged_evidence`` (evidence rows written,
-    into new or known chains), ``skipped_duplicates`` (rows already in the pool or repeated in this
-    batch), ``rejected`` (items failing R_ans = 1 and S_path >= tau_path, or with a path of fewer
-    than two entities). A malformed item raises ValueError and leaves the store unchanged.
+    into originating, new or known chains), ``skipped_duplicates`` (rows already in the pool or
+    repeated in this batch), ``rejected`` (items failing R_ans = 1 and S_path >= tau_path, or with a
+    path of fewer than two entities), ``not_chains`` (accepted items whose new sequence fails the
+    chain filters: their evidence still reaches the originating chain). ``item.chain.chain_id < 0``
+    means no stored originating chain. A malformed item raises ValueError and leaves the store unchanged.
     """
     if not isinstance(run, str) or not run:
         raise ValueError(f"write_back: run must be a non-empty name, got {run!r}")
@@ -129,12 +152,13 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
     for i, item in enumerate(items):
         _validate(i, item)
     accepted = [it for it in items if it.r_ans == 1 and it.s_path >= tau_path and len(it.path) >= 2]
-    counts = {"new_chains": 0, "merged_evidence": 0, "skipped_duplicates": 0, "rejected": len(items) - len(accepted)}
+    counts = {"new_chains": 0, "merged_evidence": 0, "skipped_duplicates": 0,
+              "rejected": len(items) - len(accepted), "not_chains": 0}
     if not accepted:
         return counts
     out_round = round + 1
     with store.transaction(con):
-        titles = _titles(con, {e for it in accepted for e in it.path})
+        titles, noise = _entities(con, {e for it in accepted for e in it.path})
         for it in accepted:
             unknown = [e for e in it.path if e not in titles]
             if unknown:
@@ -146,13 +170,17 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
                 "SELECT c.hash, min(c.chain_id) FROM chains c JOIN _wb_hashes h USING (hash) "
                 "WHERE c.run IS NULL OR c.run = ? GROUP BY c.hash", [run]).fetchall())
 
-        # New sequences: one chain per distinct new hash, created by its first trajectory.
+        # New sequences that pass the chain filters: one chain per distinct hash, created by its
+        # first trajectory.
         next_chain = store.next_id(con, "chains", "chain_id")
         new_chains, new_nodes = [], []
         label_pairs = {(u, v) for it in accepted for u, v in zip(it.path, it.path[1:])}
         edge_labels: dict | None = None
         for it, h in zip(accepted, hashes):
             if h in known:
+                continue
+            if not is_chain(it.path, noise):
+                counts["not_chains"] += 1
                 continue
             if edge_labels is None:
                 edge_labels = _edge_labels(con, label_pairs)
@@ -174,17 +202,23 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
                 con.execute("INSERT INTO chain_nodes SELECT * FROM _wb_nodes")
         counts["new_chains"] = len(new_chains)
 
-        # Candidate evidence rows: every (node | edge) of the target chain a passage matches.
+        # Candidate evidence rows: every (node | edge) of each target chain a passage matches.
         rows = []
         for it, h in zip(accepted, hashes):
-            cid, keys = known[h], [word_key(titles[e]) for e in it.path]
-            for p in it.passages:
-                text = word_key(p.text)
-                for pos, e in enumerate(it.path):
-                    if p.entity_id == e:
-                        rows.append((len(rows), cid, pos, "node", p.entity_id, p.passage_id, p.text, it.trajectory_id))
-                    if pos + 1 < len(it.path) and keys[pos] in text and keys[pos + 1] in text:
-                        rows.append((len(rows), cid, pos, "edge", p.entity_id, p.passage_id, p.text, it.trajectory_id))
+            targets = {it.chain.chain_id: (it.chain.entity_ids, it.chain.titles)} if it.chain.chain_id >= 0 else {}
+            if h in known:
+                targets.setdefault(known[h], (it.path, [titles[e] for e in it.path]))
+            for cid, (entities, names) in targets.items():
+                keys = [word_key(n) for n in names]
+                for p in it.passages:
+                    text = word_key(p.text)
+                    for pos, e in enumerate(entities):
+                        if p.entity_id == e:
+                            rows.append((len(rows), cid, pos, "node", p.entity_id, p.passage_id, p.text,
+                                         it.trajectory_id))
+                        if pos + 1 < len(entities) and keys[pos] in text and keys[pos + 1] in text:
+                            rows.append((len(rows), cid, pos, "edge", p.entity_id, p.passage_id, p.text,
+                                         it.trajectory_id))
         if not rows:
             return counts
         frame = pd.DataFrame(rows, columns=["seq", "chain_id", "position", "target", "entity_id", "passage_id",
