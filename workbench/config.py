@@ -62,7 +62,7 @@ class BackboneConfig:
     layers: int = 4
     heads: int = 4
     kv_heads: int = 2
-    sft_steps: int = 4000  # ours: copying emerges between 1,500 and 3,000 steps (LOG.md)
+    sft_steps: int = 6000  # ours: copying emerges between 1,500 and 3,000 steps; 6,000 with all five families (LOG.md)
     sft_batch: int = 16
     sft_lr: float = 1e-3
     sft_long_rate: float = 0.3  # ours: share of three-hop/comparison/bridge questions demonstrated (warmstart.py)

@@ -28,12 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         else:
             p.add_argument("--preset", default="tiny")
             p.add_argument("--db", default=None)
+        if name in ("rollout", "retrieval"):
+            p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
         if name == "rollout":
             p.add_argument("--model", default=None, help="time this model (default: a random tiny model)")
-            p.add_argument("--threads", type=int, default=None, help="torch threads")
             p.add_argument("--batch-sizes", dest="batch_sizes", type=int, nargs="+", default=None)
         if name == "retrieval":
-            p.add_argument("--batch", type=int, default=None, help="queries per batched call (default 256)")
+            p.add_argument("--batch", type=int, default=256, help="queries per batched call (default 256)")
 
 
 def _runner(module: str, func: str):

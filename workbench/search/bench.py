@@ -106,6 +106,8 @@ def bench_retrieval(args) -> dict:
                              "build the world first (`workbench world build`)")
         import torch
 
+        if getattr(args, "threads", None):
+            torch.set_num_threads(int(args.threads))
         # Thread count and load make CPU figures interpretable: on a shared, busy machine a
         # multi-threaded single-query encode mostly waits for its threads.
         out = {"db": db_path(args), "single_hop_questions": len(questions),
@@ -115,7 +117,7 @@ def bench_retrieval(args) -> dict:
             t0 = time.perf_counter()
             tool = SearchTool(con, index=kind, topk=3)
             result = {"open_seconds": time.perf_counter() - t0}
-            result.update(speed(tool, [q for q, _, _ in questions], batch=getattr(args, "batch", 256)))
+            result.update(speed(tool, [q for q, _, _ in questions], batch=getattr(args, "batch", None) or 256))
             result.update(recall(tool, questions, k=3))
             out[kind] = result
         out["passages"] = len(tool.corpus)
