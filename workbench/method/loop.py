@@ -306,6 +306,8 @@ class Trainer:
             for j, i in enumerate(idx):
                 p = len(rows[i].prompt_ids)
                 adv[j, p:p + len(advantages[i])] = advantages[i]
+            tensors = {k: v.to(self.policy.device) for k, v in tensors.items()}
+            adv = adv.to(self.policy.device)
             new_logp, entropy = _logprobs_and_entropy(self.policy, tensors)
             with torch.no_grad():
                 ref_logp, _ = _logprobs_and_entropy(self.reference, tensors, entropy=False)

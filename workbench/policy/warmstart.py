@@ -331,24 +331,33 @@ _CODE_MODULES = ("workbench.policy.warmstart", "workbench.policy.protocol", "wor
 
 
 def code_digest(source: str) -> str:
-    r"""A digest of Python source that ignores its docstrings and comments.
+    r"""A digest of Python source that ignores its docstrings, comments and blank lines, and is the
+    same on every Python version (it hashes text, not ``ast.dump``, whose fields change).
 
     Example:
-        >>> code_digest("def f():\n    'Doc.'\n    return 1  # why") == code_digest("def f():\n    return 1")
+        >>> code_digest("def f():\n    'Doc.'\n\n    return 1  # why") == code_digest("def f():\n    return 1")
         True
         >>> code_digest("x = 1") == code_digest("x = 2")
         False
     """
     import ast
+    import io
+    import tokenize
 
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
+    lines = source.splitlines()
+    for node in ast.walk(ast.parse(source)):
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+            for i in range(body[0].lineno - 1, body[0].end_lineno):
+                lines[i] = ""
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col]
+    text = "\n".join(line.rstrip() for line in lines if line.strip())
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def code_version() -> str:
