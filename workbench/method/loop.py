@@ -11,7 +11,7 @@ One round t (= one optimisation step):
 
 The baselines and the build-up ablation rows (Tables 1-2) are ``MethodSpec`` values of the same
 loop, under a matched budget: the same number of question slots, G rollouts per slot, and one
-optimiser step per round.
+optimiser step per round (``method.minibatches`` steps, ours, when set).
 
 The methods themselves (Search-R1, SSP, C1, C2, CoEvoKG) are ``MethodSpec`` rows in
 ``workbench/method/methods.py``.

@@ -228,9 +228,8 @@ def _pool_size(con, run: str | None, round: int) -> tuple[int, int]:
 def _describe_best(folder: Path, base, method: str, run: str, t: int, val_em: float) -> None:
     """The best checkpoint's ``workbench.json``: Table 1 labels (the base's backbone, this method)
     and where it came from, so ``workbench eval`` names its row without flags."""
-    backbone = model_labels(base)["backbone"] if Path(str(base)).exists() else str(base)
     (folder / "workbench.json").write_text(json.dumps(
-        {"backbone": backbone, "method": method, "run": run, "round": t, "val_em": val_em, "base": str(base)},
+        {"backbone": model_labels(base)["backbone"], "method": method, "run": run, "round": t, "val_em": val_em, "base": str(base)},
         indent=2))
 
 

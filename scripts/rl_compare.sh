@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Train several loop configurations side by side from the tiny warm start, then evaluate each
+# best-validation checkpoint and the base on the same test questions (the LOG.md tables).
+#
+# usage: scripts/rl_compare.sh PRESET STEPS LIMIT TRAIN_TIMEOUT "name:method:section.field=v,..." ...
+#   e.g. scripts/rl_compare.sh tiny 30 100 1800 "s:search_r1:" "c:coevokg:method.lr=3e-5"
+# Works in a scratch area (/tmp/wbd, /tmp/wbr); writes eval_base.txt, summary.txt and
+# metrics.json (per-round metrics of every run) to $OUT (default /tmp/rl_out).
+# PY is the Python with the workbench installed (default .venv/bin/python).
+set -e
+PY=${PY:-.venv/bin/python}
+OUT=${OUT:-/tmp/rl_out}; mkdir -p $OUT
+export JAX_PLATFORMS=cpu HF_HUB_OFFLINE=1 WORKBENCH_DATA=/tmp/wbd WORKBENCH_RUNS=/tmp/wbr PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+preset=$1 steps=$2 limit=$3 tmo=$4; shift 4
+wb="$PY -m workbench.cli"
+db=/tmp/wbd/$preset.duckdb
+L=/tmp/rl_logs; rm -rf /tmp/wbd /tmp/wbr $L; mkdir -p /tmp/wbd $L
+$wb world --preset $preset --seed 0 --db $db | tail -1
+$wb pool build --preset $preset --db $db --seed 0 | tail -1
+$wb warmstart --preset $preset --db $db --out /tmp/base 2>&1 | grep -v "Loading\|Writing" | head -3
+$wb eval --db $db --model /tmp/base --dataset tinyworld --limit $limit --preset $preset 2>&1 | grep -v Loading > $OUT/eval_base.txt
+cat $OUT/eval_base.txt
+for spec in "$@"; do
+  IFS=: read name method sets <<< "$spec"
+  cp $db /tmp/wbd/$name.duckdb
+  args=""; for s in ${sets//,/ }; do args="$args --set $s"; done
+  ( timeout $tmo $wb train --preset $preset --method $method --steps $steps --db /tmp/wbd/$name.duckdb --run $name $args > $L/train_$name.log 2>&1 || echo "train exit $?" >> $L/train_$name.log
+    $wb runs show $name --db /tmp/wbd/$name.duckdb --json > $L/metrics_$name.json 2>&1 || true
+    $wb eval --db /tmp/wbd/$name.duckdb --model /tmp/wbr/$name/best --dataset tinyworld --limit $limit --preset $preset 2>&1 | grep -v Loading > $L/eval_$name.txt || true ) &
+done
+wait
+for spec in "$@"; do IFS=: read name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 $L/train_$name.log | tr '\r' '\n' | tail -3; cat $L/eval_$name.txt; done | tee $OUT/summary.txt
+$PY - "$@" > $OUT/metrics.json <<'PY'
+import json, sys
+out = {}
+for spec in sys.argv[1:]:
+    name = spec.split(":")[0]
+    try:
+        out[name] = json.load(open(f"/tmp/rl_logs/metrics_{name}.json"))
+    except Exception as e:
+        out[name] = str(e)
+print(json.dumps(out))
+PY
