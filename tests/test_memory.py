@@ -80,6 +80,23 @@ def test_new_sequence_becomes_a_chain_and_the_originating_chain_gets_the_evidenc
                   (12, 2, "node", 401)]
 
 
+def test_a_known_path_chain_and_the_originating_chain_both_get_the_evidence(con):
+    con.execute("INSERT INTO chains VALUES (11, ?, 2, NULL, 0, 'walk', NULL)", [chain_hash(["Italy", "Rome", "Ann"])])
+    con.execute("INSERT INTO chain_nodes VALUES (11,0,3,'has city'), (11,1,2,'birthplace of'), (11,2,1,NULL)")
+    counts = write_back(con, "r", 0, [item(8, [3, 2, 1], [(400, 3, "Italy is where Ann lives.")])])
+    assert counts["new_chains"] == 0 and counts["merged_evidence"] == 2
+    assert con.execute("SELECT chain_id, position, target FROM evidence WHERE round = 1 ORDER BY ALL").fetchall() == [
+        (10, 2, "node"), (11, 0, "node")]
+
+
+def test_no_originating_chain_and_no_chain_path_writes_nothing(con):
+    before = snapshot(con)
+    orphan = ChainView(-1, "", [], [], [], [])
+    counts = write_back(con, "r", 0, [item(8, [1, 3], [(400, 3, "Italy is where Ann lives.")], chain=orphan)])
+    assert counts == {"new_chains": 0, "merged_evidence": 0, "skipped_duplicates": 0, "rejected": 0, "not_chains": 1}
+    assert snapshot(con) == before
+
+
 @pytest.mark.parametrize("path, why", [([1, 3], "one hop"), ([1, 2, 1], "a cycle"), ([1, 5, 3], "a year node")])
 def test_a_path_that_is_no_chain_only_feeds_the_originating_chain(con, path, why):
     con.execute("INSERT INTO entities VALUES (5, '1987', 'year', 'year', 't')")
@@ -158,8 +175,8 @@ def test_written_evidence_raises_path_support_next_round(con):
 
 
 def test_bench_writeback_small():
-    r = bench_writeback(n_chains=50, n_items=100, seed=0)
-    assert r["evidence_written"] > 0 and r["replay_written"] == 0
+    r = bench_writeback(n_chains=50, n_items=100, seed=0)  # raises if evidence points to no chain
+    assert r["evidence_written"] > 0 and r["new_chains"] > 0 and r["replay_written"] == 0
     assert r["replay_skipped"] == r["evidence_written"]
 
 

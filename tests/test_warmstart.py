@@ -10,7 +10,7 @@ import pytest
 from workbench import store
 from workbench.config import preset
 from workbench.policy import protocol
-from workbench.policy.warmstart import (encode_demo, proposer_demo, sft, solver_demo, solver_queries,
+from workbench.policy.warmstart import (demo_set, encode_demo, proposer_demo, sft, solver_demo, solver_queries,
                                         tokenizer_corpus, world_demos)
 
 
@@ -57,6 +57,21 @@ def test_long_families_are_demonstrated_at_their_rate():
                                                             "<|im_end|>", long_rate=rate) if d.role == "solver"]
     assert families(1.0) == ["two_hop", "comparison"]
     assert families(0.0) == ["two_hop"]  # the short family is always kept
+
+
+def test_demo_set_keeps_the_long_families_at_about_their_rate():
+    from collections import Counter
+
+    def count(rate, seed=0):
+        demos, _ = demo_set(400, seed, families=["single_hop", "comparison"], proposer_share=0.0,
+                            n_entities=150, long_rate=rate)
+        return Counter(d.family for d in demos)
+
+    half = count(0.5)
+    assert count(0.5) == half  # deterministic by seed
+    # each throwaway world has as many comparison as single-hop questions: at rate 0.5 about half
+    assert 0.3 < half["comparison"] / half["single_hop"] < 0.7
+    assert count(0.0)["comparison"] == 0
 
 
 def test_world_demos_search_in_order_with_the_real_tool_and_answer():

@@ -106,7 +106,7 @@ class MethodConfig:
     prob_scale_low: float = 0.5  # section 3.5 probability-affine advantage scale at p = 0; ours
     prob_scale_high: float = 1.0  # ... and at p = 1; ours (low = high = 1 disables it)
     max_grad_norm: float = 1.0  # ours
-    max_non_finite: int = 3  # consecutive non-finite steps before a run stops; ours
+    max_non_finite: int = 3  # consecutive non-finite optimiser steps (minibatches count each) before a run stops; ours
     minibatches: int = 1  # ours: optimiser steps per round, each on a 1/n share of the round's batch
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     proposer_max_new_tokens: int = 48  # ours

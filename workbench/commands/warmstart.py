@@ -32,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from workbench.config import preset
     from workbench.policy.warmstart import VAL_PER_FAMILY
 
-    cfg = preset(args.preset, **overrides(args), **({"backbone.sft_steps": args.steps} if args.steps is not None else {}))
+    settings = overrides(args)
+    if args.steps is not None:
+        settings["backbone.sft_steps"] = args.steps
+    cfg = preset(args.preset, **settings)
     path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,
                      val_per_family=args.val_per_family or VAL_PER_FAMILY, use_shipped=not args.retrain)
     meta = json.loads((Path(path) / "workbench.json").read_text())

@@ -65,8 +65,9 @@ def bench_path_support(n_chains: int = 5000, n_trajectories: int = 20000, seed: 
 
 
 def bench_writeback(n_chains: int = 2000, n_items: int = 4000, seed: int = 0) -> dict:
-    """Merge ``n_items`` verified trajectories (3 passages each) into a fresh in-memory store, then
-    replay the same round (every row is a duplicate); report evidence records/s of the first pass."""
+    """Merge ``n_items`` verified trajectories (3 passages each) into a fresh in-memory store holding
+    ``n_chains`` 2-hop chains, then replay the same round (every row is a duplicate); report
+    evidence records/s of the first pass."""
     import pandas as pd
 
     from workbench import store
@@ -80,10 +81,16 @@ def bench_writeback(n_chains: int = 2000, n_items: int = 4000, seed: int = 0) ->
     con.unregister("_e")
     views = [ChainView(i, chain_hash([titles[e] for e in c]), c, [titles[e] for e in c], ["linked to"] * 2,
                        [""] * 3) for i, c in enumerate(chains)]
+    with store.registered(con, "_c", pd.DataFrame({"chain_id": range(len(views)), "hash": [v.hash for v in views]})):
+        con.execute("INSERT INTO chains SELECT chain_id, hash, 2, NULL, 0, 'walk', NULL FROM _c")
+    nodes = [(v.chain_id, pos, e, "linked to" if pos < 2 else None) for v in views for pos, e in enumerate(v.entity_ids)]
+    with store.registered(con, "_n", pd.DataFrame(nodes, columns=["chain_id", "position", "entity_id", "relation"])):
+        con.execute("INSERT INTO chain_nodes SELECT * FROM _n")
     items = []
     for t in range(n_items):
         v = views[int(rng.integers(len(views)))]
-        path = v.entity_ids if rng.random() < 0.7 else [v.entity_ids[0], v.entity_ids[2]]
+        # 70% walk their originating chain; the rest traverse it backwards, a new sequence
+        path = v.entity_ids if rng.random() < 0.7 else v.entity_ids[::-1]
         passages = [RetrievedPassage(int(t * 3 + k), path[k % len(path)],
                                      f"{titles[path[k % len(path)]]} is linked to {titles[path[(k + 1) % len(path)]]}.")
                     for k in range(3)]
@@ -94,6 +101,9 @@ def bench_writeback(n_chains: int = 2000, n_items: int = 4000, seed: int = 0) ->
     t0 = time.perf_counter()
     replay = write_back(con, "bench", 0, items)
     replay_s = time.perf_counter() - t0
+    orphans = con.execute("SELECT count(*) FROM evidence WHERE chain_id NOT IN (SELECT chain_id FROM chains)").fetchone()[0]
+    if orphans:
+        raise RuntimeError(f"bench_writeback: {orphans} evidence rows point to no chain")
     return {"items": n_items, "evidence_written": first["merged_evidence"], "new_chains": first["new_chains"],
             "writeback_s": round(first_s, 3), "writeback_per_s": round(first["merged_evidence"] / first_s),
             "replay_s": round(replay_s, 3), "replay_written": replay["merged_evidence"],

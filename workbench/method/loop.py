@@ -282,9 +282,11 @@ class Trainer:
                 advantages.append(prop_adv[i, :len(s.response_ids)])
         # section 3.5 says one update per round; splitting the round's batch into several optimiser
         # steps (veRL's ppo_mini_batch_size) is ours, method.minibatches (1 = the paper's one step)
+        if not rows:
+            return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 1}
         order = np.random.default_rng(self._seed(t, 5)).permutation(len(rows))
         steps = [self._step(t, [rows[i] for i in part], [advantages[i] for i in part])
-                 for part in np.array_split(order, min(m.minibatches, len(rows))) if len(part)]
+                 for part in np.array_split(order, max(1, min(m.minibatches, len(rows))))]
         out = {k: float(np.mean([s[k] for s in steps])) for k in ("loss", "kl", "entropy", "clip_fraction")}
         return {**out, "skipped": sum(s["skipped"] for s in steps)}
 
@@ -315,7 +317,7 @@ class Trainer:
             adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
             loss, stats = policy_loss(new_logp, tensors["old_logprobs"], ref_logp, adv, mask,
                                       m.clip_eps, m.kl_coef)
-            share = float(mask.sum()) / total_tokens  # token-mean over the whole round batch
+            share = float(mask.sum()) / total_tokens  # token-mean over all of this step's rows
             (loss * share).backward()
             sums["loss"] += float(loss.detach()) * share
             sums["kl"] += float(stats["kl"]) * share
@@ -336,7 +338,7 @@ class Trainer:
     def write_back(self, t: int, batch: RoundBatch, trajectory_ids: list[int]) -> dict:
         """Section 3.4: verified evidence of generated-question trajectories into G_t+1."""
         if not self.spec.write_back:
-            return {"new_chains": 0, "merged_evidence": 0, "skipped_duplicates": 0, "rejected": 0}
+            return {"new_chains": 0, "merged_evidence": 0, "skipped_duplicates": 0, "rejected": 0, "not_chains": 0}
         wanted = sorted({p for tr in batch.trajectories for p in tr.passage_ids})
         texts = dict(self.con.execute(
             "SELECT passage_id, text FROM passages WHERE passage_id IN (SELECT unnest(?))", [wanted]).fetchall()) if wanted else {}

@@ -8,9 +8,11 @@ S_path >= tau_path). Its retrieved evidence is attached to the matching nodes an
   :func:`workbench.kg.pool.chain_hash` of the lowercased entity sequence: a KNOWN sequence (a chain
   of this run's pool with that hash: G_0 or this run's write-back; usually the originating chain
   itself) only merges new evidence; a NEW sequence becomes a new chain (``origin`` 'writeback',
-  ``run``, ``created_round`` = t + 1, the trajectory id) when it passes G_0's chain filters (at
-  least two relational hops, no repeated entity, no noise entity: ``workbench.kg.filters``), so
-  write-back never adds the single-hop shortcuts or list/year nodes that section 3.2 excludes.
+  ``run``, ``created_round`` = t + 1, the trajectory id) when it passes the paper's chain filters
+  (section 3.2: at least two relational hops, no repeated entity, no noise entity;
+  ``workbench.kg.filters``), so write-back never adds the single-hop shortcuts or list/year nodes
+  that G_0 excludes. The pool's optional filters (``pool.max_hops``, functional-only, unique
+  grounding) are not applied to write-back (ours).
   Its relation labels come from the originating chain where the path follows it, else from the
   ``edges`` table, else 'related to'.
 
@@ -114,7 +116,7 @@ def _entities(con, ids: set[int]) -> tuple[dict[int, str], set[int]]:
 
 
 def is_chain(path: Sequence[int], noise: set[int]) -> bool:
-    """Whether an entity path passes G_0's chain filters (section 3.2): at least
+    """Whether an entity path passes the paper's chain filters (section 3.2): at least
     ``filters.MIN_RELATIONAL_HOPS`` hops, no repeated entity, no noise entity.
 
     Example:
@@ -142,7 +144,7 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_pa
     into originating, new or known chains), ``skipped_duplicates`` (rows already in the pool or
     repeated in this batch), ``rejected`` (items failing R_ans = 1 and S_path >= tau_path, or with a
     path of fewer than two entities), ``not_chains`` (accepted items whose new sequence fails the
-    chain filters: their evidence still reaches the originating chain). ``item.chain.chain_id < 0``
+    chain filters: their evidence still reaches the originating chain, when there is one). ``item.chain.chain_id < 0``
     means no stored originating chain. A malformed item raises ValueError and leaves the store unchanged.
     """
     if not isinstance(run, str) or not run:

@@ -204,6 +204,7 @@ def run_round(trainer: Trainer, t: int) -> dict:
         "seed_fallback_rate": len(seed) / len(batch.slots) if batch.slots else 0.0,
         "pool_chains": n_chains, "pool_evidence": n_evidence,
         "writeback_new_chains": wb["new_chains"], "writeback_merged_evidence": wb["merged_evidence"],
+        "writeback_not_chains": wb["not_chains"],
         "avg_hops_generated": float(np.mean([s.hops for s in gen])) if gen else None,
         "avg_hops_seed": float(np.mean([s.hops for s in seed])) if seed else None,
         "p_s_generated": float(np.mean(p_s["generated"])) if p_s["generated"] else None,

@@ -26,9 +26,10 @@ Design forced by the probe (STACK.md, "Probe: can a from-scratch tiny LM learn t
 3. The base is validated on held-out entities of the actual world: greedy EM per question family
    on its val split.
 
-Measured (2026-11-30, one H200, tiny preset sizes, seed 0, batch 16, lr 1e-3): copying emerges
-between steps 1,500 and 3,000 (loss 2.2 -> 0.47); with 2,000 steps it had not (val EM 0
-everywhere). The shipped model's own loss curve and val EM per family are in its
+Measured (2026-11-30, one H200, tiny preset sizes, seed 0, batch 16, lr 1e-3): with single- and
+two-hop demonstrations only (v1), copying emerged between steps 1,500 and 3,000 (loss 2.2 -> 0.47;
+with 2,000 steps val EM was 0 everywhere); with every family in the mix it comes later (loss
+0.58 at 4,000 steps), hence the tiny preset's 6,000. The shipped model's own loss curve and val EM per family are in its
 ``workbench.json``; LOG.md keeps every version's numbers.
 
 Leaving room for RL: a first version saw only single_hop and two_hop demonstrations and scored
@@ -44,8 +45,8 @@ length-bucketed batches (ours).
 
 Cache: the result lives in ``paths.cache_dir()/warmstart/<key>`` where ``key`` hashes the
 evaluated world's passages, the preset's backbone/search/rollout settings, the seed, the
-warm-start parameters and the source of every module that shapes the demonstrations (code
-version). A second call with the same inputs loads it instead of training.
+warm-start parameters and the code of every module that shapes the demonstrations, without
+docstrings and comments (``code_version``). A second call with the same inputs loads it instead of training.
 
 Example:
     >>> from workbench.policy.warmstart import solver_queries
@@ -332,7 +333,8 @@ _CODE_MODULES = ("workbench.policy.warmstart", "workbench.policy.protocol", "wor
 
 def code_digest(source: str) -> str:
     r"""A digest of Python source that ignores its docstrings, comments and blank lines, and is the
-    same on every Python version (it hashes text, not ``ast.dump``, whose fields change).
+    same on every Python version (it hashes text, not ``ast.dump``, whose fields change). Blank
+    lines and trailing spaces inside other multi-line strings are ignored too.
 
     Example:
         >>> code_digest("def f():\n    'Doc.'\n\n    return 1  # why") == code_digest("def f():\n    return 1")
@@ -390,10 +392,11 @@ def name_coverage(tokenizer, demo_examples: Sequence[Encoded], titles: Sequence[
 def shipped_dir() -> Path:
     """Where the repository ships pre-trained warm starts, one folder per cache key.
 
-    Training the tiny warm start takes about two hours on an idle 2-core CPU (7 minutes on one GPU),
+    Training the tiny warm start would take about two hours on an idle 2-core CPU (estimated from
+    v1's ~80 minutes for 4,000 steps; 7 minutes on one GPU),
     so the workbench ships the result of ``workbench warmstart --preset tiny`` for the default world
     and seed (LOG.md says how it was made). It is used only when its cache key -- world passages,
-    settings, seed and the source of every module that shapes it -- equals the one asked for.
+    settings, seed and the code (without docstrings) of every module that shapes it -- equals the one asked for.
     """
     return paths.project_root() / "data" / "pretrained" / "warmstart"
 

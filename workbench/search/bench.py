@@ -117,7 +117,7 @@ def bench_retrieval(args) -> dict:
             t0 = time.perf_counter()
             tool = SearchTool(con, index=kind, topk=3)
             result = {"open_seconds": time.perf_counter() - t0}
-            result.update(speed(tool, [q for q, _, _ in questions], batch=getattr(args, "batch", None) or 256))
+            result.update(speed(tool, [q for q, _, _ in questions], batch=getattr(args, "batch", 256)))
             result.update(recall(tool, questions, k=3))
             out[kind] = result
         out["passages"] = len(tool.corpus)
