@@ -312,7 +312,7 @@ class Trainer:
             adv = adv.to(self.policy.device)
             new_logp, entropy = _logprobs_and_entropy(self.policy, tensors)
             with torch.no_grad():
-                ref_logp, _ = _logprobs_and_entropy(self.reference, tensors, entropy=False)
+                ref_logp = self.reference.token_logprobs(tensors["input_ids"], tensors["attention_mask"])
             mask = tensors["loss_mask"].float()
             adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
             loss, stats = policy_loss(new_logp, tensors["old_logprobs"], ref_logp, adv, mask,
@@ -356,15 +356,13 @@ class Trainer:
         return int(self.cfg.method.seed) * 1_000_003 + t * 101 + stage
 
 
-def _logprobs_and_entropy(policy, tensors: dict, entropy: bool = True):
-    """Per-token log-probs of the given tokens, aligned like ``Policy.token_logprobs`` (position 0
-    and padding are 0), and the policy's mean entropy over the loss tokens, from one forward pass."""
-    ids, attn = tensors["input_ids"].to(policy.device), tensors["attention_mask"].to(policy.device)
+def _logprobs_and_entropy(policy, tensors: dict):
+    """``Policy.token_logprobs`` of the given (right-padded, on-device) tokens, and the policy's
+    mean entropy over the loss tokens, from the same forward pass."""
+    ids, attn = tensors["input_ids"], tensors["attention_mask"]
     logits = policy.model(input_ids=ids, attention_mask=attn, use_cache=False).logits[:, :-1]
     picked = logprobs_from_logits(logits, ids[:, 1:]) * attn[:, 1:]
     logp = torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
-    if not entropy:
-        return logp, None
     with torch.no_grad():
-        ent = entropy_from_logits(logits.detach(), tensors["loss_mask"][:, 1:].to(policy.device))
+        ent = entropy_from_logits(logits.detach(), tensors["loss_mask"][:, 1:])
     return logp, ent
