@@ -13,13 +13,6 @@ from workbench.cli import main
 from workbench.qa_import import detect_format, import_qa
 
 
-@pytest.fixture
-def con(tmp_path):
-    c = store.connect(tmp_path / "qa.duckdb")
-    yield c
-    c.close()
-
-
 def rows(con, dataset):
     return con.execute("SELECT split, family, question, answers, chain, hops, source FROM questions "
                        "WHERE dataset = ? ORDER BY question_id", [dataset]).fetchall()

@@ -56,13 +56,6 @@ KILT = [ALBA,
         page("17", "Ox", ["Ox", "A river."])]
 
 
-@pytest.fixture
-def con(tmp_path):
-    c = store.connect(tmp_path / "s.duckdb")
-    yield c
-    c.close()
-
-
 def test_kilt_rows_offsets_and_labels(con, tmp_path):
     result = import_kilt(con, write_lines(tmp_path / "kilt.jsonl", KILT), progress=False)
     assert result["lines"] == 8 and result["entities"] == 8 and result["passages"] == 17
