@@ -32,6 +32,7 @@ from workbench.method.gate import StructuralVerifier, Verdict, gate
 from workbench.method.methods import MethodSpec
 from workbench.method.memory import ChainView, RetrievedPassage, WriteBackItem, write_back
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
+from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards
 from workbench.method.rollout import Trajectory, batch_tensors, rollout
 from workbench.method.update import (NonFiniteGuard, entropy_from_logits, grpo_advantages, logprobs_from_logits,
                                      policy_loss, probability_scale, reinforce_pp_advantages)
@@ -136,6 +137,7 @@ class Trainer:
         m = cfg.method
         self.path_params = PathSupportParams(m.path_alpha, m.path_beta, m.path_gamma, m.path_eta, m.path_eps,
                                              m.tau_path)
+        self._g0: EvidenceGraph | None = None
         self.titles: dict[int, str] = dict(con.execute(
             "SELECT entity_id, title FROM entities").fetchall())
         self.seed_pool = con.execute(
@@ -146,13 +148,25 @@ class Trainer:
                              "build a world (workbench world) or import one (workbench import qa --split seed) "
                              "and set method.seed_dataset")
 
+    @property
+    def pool_run(self) -> str | None:
+        """Whose write-back G_t includes: this run's with write-back (C3), else G_0 alone."""
+        return self.run if self.spec.write_back else None
+
+    def evidence_graph(self, t: int) -> EvidenceGraph:
+        """G_t for path support (Eqs. 8-9); without write-back G_t is G_0 in every round, built once."""
+        if self.pool_run is None:
+            if self._g0 is None:
+                self._g0 = EvidenceGraph.from_store(self.con, run=None, round=0, params=self.path_params)
+            return self._g0
+        return EvidenceGraph.from_store(self.con, run=self.pool_run, round=t, params=self.path_params)
+
     # -- 1-2: proposer and gate ------------------------------------------------------------
     def _task_chains(self, t: int) -> list[ChainView]:
         m = self.cfg.method
         if self.spec.task_source == "kg_chains":
-            run = self.run if self.spec.write_back else None
             return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self._seed(t, 1),
-                                                        run=run, round=t)]
+                                                        run=self.pool_run, round=t)]
         ids = self.con.execute(
             "SELECT e.entity_id FROM entities e WHERE e.kind = 'entity' AND EXISTS "
             "(SELECT 1 FROM passages p WHERE p.entity_id = e.entity_id) ORDER BY e.entity_id").fetchnumpy()["entity_id"]
@@ -174,8 +188,7 @@ class Trainer:
             batch.slots = self._seed_slots(t, n_slots)
             return
         chains = self._task_chains(t)
-        prompts = [self.policy.chat_prompt(protocol.proposer_user_message(c.titles, c.relations, c.passages))
-                   for c in chains for _ in range(m.candidates_per_chain)]
+        prompts = proposer_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain)
         gens = self.policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=r.temperature,
                                     top_p=r.top_p, stop=(protocol.ANSWER_CLOSE,), seed=self._seed(t, 2))
         for i, (prompt, g) in enumerate(zip(prompts, gens)):
@@ -184,13 +197,10 @@ class Trainer:
             batch.proposer_rewards.append(None)
         for c_idx, chain in enumerate(chains):
             lo = c_idx * m.candidates_per_chain
-            cands = [protocol.parse_candidate(batch.proposer_seqs[lo + j].text) for j in range(m.candidates_per_chain)]
+            cands = parse_candidates([s.text for s in batch.proposer_seqs[lo:lo + m.candidates_per_chain]])
             verdicts = gate(chain, cands, self.verifier, m.gate_threshold, m.admit_top_k, m.gate_aggregation,
                             allow_topic=m.gate_allow_topic)
             batch.n_candidates += len(verdicts)
-            for v in verdicts:
-                if not v.extracted:  # the paper's small fixed penalty (section 3.3)
-                    batch.proposer_rewards[lo + v.index] = m.extraction_penalty
             admitted = [v for v in verdicts if v.admitted]
             batch.n_admitted += len(admitted)
             for v in admitted:
@@ -239,12 +249,18 @@ class Trainer:
             batch.s_path.append(score.s_path)
             batch.solver_rewards.append(score.reward)
         g = m.group_size
+        outcomes: dict[int, R.GroupOutcome] = {}  # proposer sequence -> the G rollouts of its question
         for i, slot in enumerate(batch.slots):
             correct = tuple(bool(x) for x in batch.r_ans[i * g:(i + 1) * g])
             p_s[slot.source].append(R.success_rate(correct))
-            if slot.source == "generated" and self.spec.proposer_reward:
-                outcome = R.GroupOutcome(correct, tuple(batch.solver_rewards[i * g:(i + 1) * g]))
-                batch.proposer_rewards[slot.candidate] = R.PROPOSER_REWARDS[self.spec.proposer_reward](outcome, schedule)
+            if slot.source == "generated":
+                outcomes[slot.candidate] = R.GroupOutcome(correct, tuple(batch.solver_rewards[i * g:(i + 1) * g]))
+        if self.spec.proposer_reward:
+            for _, lo, verdicts in batch.verdicts:
+                mine = {v.index: outcomes[lo + v.index] for v in verdicts if lo + v.index in outcomes}
+                rewards = proposer_rewards(verdicts, mine, schedule, m.extraction_penalty, self.spec.proposer_reward)
+                for v, r_p in zip(verdicts, rewards):
+                    batch.proposer_rewards[lo + v.index] = r_p
         return p_s
 
     def _titles_for(self, traj: Trajectory, slot: Slot) -> dict[int, str]:

@@ -28,7 +28,6 @@ from workbench.evaluate import model_labels
 from workbench.method.gate import store_verdicts
 from workbench.method.loop import RoundBatch, Trainer
 from workbench.method.methods import method_spec
-from workbench.method.path_support import EvidenceGraph
 from workbench.method.rollout import store_trajectories
 
 METRIC_KEYS = ("round", "val_em", "solver_reward", "proposer_reward", "admitted_rate", "seed_fallback_rate",
@@ -61,9 +60,8 @@ def _forget_from(con, run: str, first_round: int) -> None:
         con.execute("DELETE FROM chain_nodes WHERE chain_id IN (SELECT chain_id FROM chains WHERE run = ? "
                     "AND created_round > ?)", [run, first_round])
         con.execute("DELETE FROM chains WHERE run = ? AND created_round > ?", [run, first_round])
-        rounds = [f"round-{t}" for t in range(first_round, first_round + 100_000)]
-        con.execute("DELETE FROM questions WHERE dataset = ? AND split IN (SELECT unnest(?))",
-                    [f"generated/{run}", rounds])
+        con.execute("DELETE FROM questions WHERE dataset = ? AND split LIKE 'round-%' "
+                    "AND CAST(substr(split, 7) AS INTEGER) >= ?", [f"generated/{run}", first_round])
 
 
 def validation_em(trainer: Trainer, limit: int) -> float:
@@ -169,8 +167,7 @@ def run_round(trainer: Trainer, t: int) -> dict:
     lap("proposer_gate")
     trainer.solve(t, batch)
     lap("rollouts")
-    graph = EvidenceGraph.from_store(con, run=run if spec.write_back else None, round=t, params=trainer.path_params)
-    p_s = trainer.reward(t, batch, graph)
+    p_s = trainer.reward(t, batch, trainer.evidence_graph(t))
     lap("rewards")
     stats = trainer.update(t, batch)
     lap("update")
@@ -188,7 +185,7 @@ def run_round(trainer: Trainer, t: int) -> dict:
     lap("write_back")
     val = validation_em(trainer, cfg.method.val_questions)
     lap("validation")
-    n_chains, n_evidence = _pool_size(con, run if spec.write_back else None, t + 1)
+    n_chains, n_evidence = _pool_size(con, trainer.pool_run, t + 1)
     gen = [s for s in batch.slots if s.source == "generated"]
     seed = [s for s in batch.slots if s.source == "seed"]
     proposer = [r for r in batch.proposer_rewards if r is not None]
