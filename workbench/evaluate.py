@@ -101,17 +101,26 @@ def sign_test(outcomes_a: Mapping[int, float], outcomes_b: Mapping[int, float]) 
         >>> sign_test({1: 1, 2: 1, 3: 1}, {1: 0, 2: 0, 3: 0}).p
         0.25
     """
-    from scipy.stats import binomtest
-
     shared = sorted(set(outcomes_a) & set(outcomes_b))
     if not shared:
         raise ValueError("sign_test: the two runs share no question ids; compare runs on the same questions")
     a = np.array([bool(outcomes_a[q]) for q in shared])
     b = np.array([bool(outcomes_b[q]) for q in shared])
     a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+    return SignTest(a_only, b_only, int((a & b).sum()), int((~a & ~b).sum()), sign_test_p(a_only, b_only))
+
+
+def sign_test_p(a_only: int, b_only: int) -> float:
+    """The exact two-sided sign test's p from the discordant-pair counts (1.0 when there are none).
+
+    Example:
+        >>> round(sign_test_p(9, 1), 4)
+        0.0215
+    """
+    from scipy.stats import binomtest
+
     n = a_only + b_only
-    p = 1.0 if n == 0 else float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue)
-    return SignTest(a_only, b_only, int((a & b).sum()), int((~a & ~b).sum()), p)
+    return 1.0 if n == 0 else float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue)
 
 
 # ---------------------------------------------------------------- eval ids

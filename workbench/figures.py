@@ -35,6 +35,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from workbench import paper, paths
+from workbench.evaluate import sign_test_p
 
 # Table 2's build-up order: runs.method of each variant -> the paper's row label.
 BUILDUP: dict[str, str] = {
@@ -175,6 +176,14 @@ def describe_runs(runs: pd.DataFrame) -> str:
                        for r in runs.itertuples())
 
 
+# The newest test-split evaluation of each (model, dataset); model = "backbone/method" of the eval id.
+_LATEST_TEST_EVALS = """
+    labelled AS (SELECT * REPLACE (regexp_extract(eval_id, '^([^/]+/[^/]+)/', 1) AS model)
+                 FROM eval_outcomes WHERE eval_id LIKE '%/test#%'),
+    latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
+               FROM labelled GROUP BY model, dataset)"""
+
+
 def eval_scores(con) -> pd.DataFrame:
     """Accuracy (%) per evaluated model and benchmark, latest evaluation of each (model, dataset)."""
     cols = ["model", "benchmark", "accuracy", "n"]
@@ -184,10 +193,7 @@ def eval_scores(con) -> pd.DataFrame:
               if _has(con, "questions") else "e.dataset")
     join = "LEFT JOIN questions q USING (question_id)" if _has(con, "questions") else ""
     return con.execute(f"""
-        WITH labelled AS (SELECT * REPLACE (regexp_extract(eval_id, '^([^/]+/[^/]+)/', 1) AS model)
-                          FROM eval_outcomes WHERE eval_id LIKE '%/test#%'),
-             latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
-                        FROM labelled GROUP BY model, dataset)
+        WITH {_LATEST_TEST_EVALS}
         SELECT e.model, {family} AS benchmark, 100 * avg(e.em) AS accuracy, count(*) AS n
         FROM labelled e JOIN latest USING (model, dataset, eval_id) {join}
         GROUP BY ALL ORDER BY model, benchmark""").df()[cols]
@@ -195,28 +201,13 @@ def eval_scores(con) -> pd.DataFrame:
 
 def _paired(con, model_a: str, model_b: str) -> tuple[int, int]:
     """(b right where a is wrong, a right where b is wrong) over the questions both answered."""
-    wins, losses = con.execute("""
-        WITH labelled AS (SELECT * REPLACE (regexp_extract(eval_id, '^([^/]+/[^/]+)/', 1) AS model)
-                          FROM eval_outcomes WHERE eval_id LIKE '%/test#%'),
-             latest AS (SELECT model, dataset, arg_max(eval_id, created_at) AS eval_id
-                        FROM labelled GROUP BY model, dataset),
+    wins, losses = con.execute(f"""
+        WITH {_LATEST_TEST_EVALS},
              o AS (SELECT e.* FROM labelled e JOIN latest USING (model, dataset, eval_id))
         SELECT count(*) FILTER (WHERE b.em > a.em), count(*) FILTER (WHERE b.em < a.em)
         FROM o a JOIN o b ON a.dataset = b.dataset AND a.question_id = b.question_id
         WHERE a.model = ? AND b.model = ?""", [model_a, model_b]).fetchone()
     return int(wins), int(losses)
-
-
-def sign_test(wins: int, losses: int) -> float:
-    """Exact two-sided sign test on the discordant pairs (Table 2's p); ties are dropped.
-
-    Example:
-        >>> round(sign_test(9, 1), 4)
-        0.0215
-    """
-    from scipy.stats import binomtest
-
-    return float(binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
 
 
 # ------------------------------------------------------------------------------------ the builders
@@ -287,7 +278,7 @@ def table2_run(con, buildup: dict[str, str] | None = None) -> pd.DataFrame:
         row = {"variant": label, "run": run, "avg": avg[run], "delta": None, "p": None, "wins": None, "losses": None}
         if previous is not None:
             wins, losses = _paired(con, previous, run)
-            row.update(delta=avg[run] - avg[previous], p=sign_test(wins, losses), wins=wins, losses=losses)
+            row.update(delta=avg[run] - avg[previous], p=sign_test_p(wins, losses), wins=wins, losses=losses)
         rows.append(row)
         previous = run
     return pd.DataFrame(rows).round({"avg": 1, "delta": 1, "p": 4}) if rows else pd.DataFrame()
