@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol, Sequence
 
+from workbench.method.path_support import word_key
 from workbench.policy.protocol import render_chain
 from workbench.scoring import normalize_answer
 
@@ -68,9 +69,9 @@ def _words(text: str) -> list[str]:
 
 
 def _names(question: str, title: str) -> bool:
-    """Whole-word, case-insensitive mention of ``title`` in ``question``."""
-    t = " ".join(_words(title))
-    return bool(t) and f" {t} " in " " + " ".join(_words(question)) + " "
+    """Whole-word, case-insensitive mention of ``title`` in ``question`` (path support's match)."""
+    t = word_key(title)
+    return t != "  " and t in word_key(question)
 
 
 def answer_position(chain, answer: str) -> int | None:
