@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,6 +170,28 @@ def test_warmstart_trains_caches_and_retrains_on_change(tmp_path, monkeypatch, c
     assert (out / "config.json").exists() and (out / "workbench.json").exists()
     with pytest.raises(ValueError, match="families"):
         warmstart(db, cfg, families=["five_hop"], log=None)
+
+
+def test_a_warm_start_finished_first_by_another_process_is_kept(tmp_path, monkeypatch):
+    import os
+
+    from workbench.kg.tinyworld import build_world
+    from workbench.policy import warmstart as ws
+
+    monkeypatch.setenv("WORKBENCH_DATA", str(tmp_path / "data"))
+    db = str(tmp_path / "w.duckdb")
+    build_world(db, preset="smoke", seed=0, n_entities=120)
+    real_replace = os.replace
+
+    def other_process_wins(src, dst):  # the same key lands while this process saves its copy
+        (Path(dst) / "workbench.json").parent.mkdir(parents=True)
+        (Path(dst) / "workbench.json").write_text('{"other": true}')
+        real_replace(src, dst)
+
+    monkeypatch.setattr(ws.os, "replace", other_process_wins)
+    path = ws.warmstart(db, preset("smoke", **{"backbone.sft_steps": 4}), seed=0, val_per_family=1, log=None)
+    assert json.loads((path / "workbench.json").read_text()) == {"other": True}
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no half-written copy left
 
 
 def test_shipped_warm_start_matches_the_code(tmp_path):

@@ -508,7 +508,12 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log) -> Non
     try:
         policy.save(tmp)
         (tmp / "workbench.json").write_text(json.dumps(meta, indent=2))
-        os.replace(tmp, final)  # atomic: a half-written warm start is never reused
+        try:
+            os.replace(tmp, final)  # atomic: a half-written warm start is never reused
+        except OSError:
+            if not (final / "workbench.json").exists():
+                raise
+            shutil.rmtree(tmp)  # another process finished the same key first: keep its copy
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
