@@ -94,7 +94,8 @@ def test_minibatches_take_that_many_optimiser_steps_per_round(db):
     from workbench.method.train import run_dir
 
     train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
-          overrides={"method.minibatches": 3})
-    state = torch.load(run_dir("mb") / "checkpoint" / "optimizer.pt")["state"]
-    assert {float(s["step"]) for s in state.values()} == {3.0}
+          overrides={"method.minibatches": 3, "method.lr": 1e-3, "method.warmup_steps": 4})
+    saved = torch.load(run_dir("mb") / "checkpoint" / "optimizer.pt")
+    assert {float(s["step"]) for s in saved["state"].values()} == {3.0}
+    assert saved["param_groups"][0]["lr"] == pytest.approx(3 / 4 * 1e-3)  # the third of 4 warm-up steps
     assert model_labels(run_dir("mb") / "best")["method"] == "search_r1"

@@ -189,3 +189,12 @@ def test_solver_loss_equals_trl_grpo_loss(trl_trainers, loss_type, aggregation):
     assert stats["kl"] == pytest.approx(metrics["kl"][-1], rel=1e-5)
     assert stats["clip_fraction"] == pytest.approx(metrics["clip_ratio/region_mean"][-1], rel=1e-6)
     assert 0 < stats["clip_fraction"] < 1
+
+
+def test_warmup_rises_linearly_then_holds_and_refuses_negative_steps():
+    from workbench.method.update import warmup_lr
+
+    assert [warmup_lr(2.0, s, 2) for s in range(4)] == [1.0, 2.0, 2.0, 2.0]
+    assert warmup_lr(2.0, 0, 0) == 2.0
+    with pytest.raises(ValueError, match="warmup_steps"):
+        warmup_lr(1.0, 0, -1)

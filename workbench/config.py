@@ -99,6 +99,7 @@ class MethodConfig:
     sigma: float = 0.2  # Eq. 10 width; ours
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
     lr: float = 1e-4  # ours
+    warmup_steps: int = 0  # ours: linear learning-rate warm-up over this many optimiser steps (update.warmup_lr)
     kl_coef: float = 0.01  # ours (the paper: "an adaptive low-variance KL penalty")
     clip_eps: float = 0.2  # ours (PPO default)
     gamma: float = 1.0  # Eq. 12 discount; ours

@@ -35,7 +35,7 @@ from workbench.method.path_support import EvidenceGraph, PathSupportParams, extr
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards
 from workbench.method.rollout import Trajectory, batch_tensors, rollout
 from workbench.method.update import (NonFiniteGuard, entropy_from_logits, grpo_advantages, logprobs_from_logits,
-                                     policy_loss, probability_scale, reinforce_pp_advantages)
+                                     policy_loss, probability_scale, reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
 from workbench.scoring import exact_match
 
@@ -301,8 +301,14 @@ class Trainer:
         if not rows:
             return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 1}
         order = np.random.default_rng(self._seed(t, 5)).permutation(len(rows))
-        steps = [self._step(t, [rows[i] for i in part], [advantages[i] for i in part])
-                 for part in np.array_split(order, max(1, min(m.minibatches, len(rows))))]
+        parts = np.array_split(order, max(1, min(m.minibatches, len(rows))))
+        steps = []
+        for j, part in enumerate(parts):
+            # the optimiser step's index counts every round's full share of minibatches, so a resumed
+            # run warms up exactly as an uninterrupted one
+            for group in self.optimizer.param_groups:
+                group["lr"] = warmup_lr(m.lr, t * m.minibatches + j, m.warmup_steps)
+            steps.append(self._step(t, [rows[i] for i in part], [advantages[i] for i in part]))
         out = {k: float(np.mean([s[k] for s in steps])) for k in ("loss", "kl", "entropy", "clip_fraction")}
         return {**out, "skipped": sum(s["skipped"] for s in steps)}
 

@@ -94,6 +94,23 @@ def probability_scale(logprobs: torch.Tensor, low: float = 0.5, high: float = 1.
     return low + (high - low) * logprobs.detach().exp()
 
 
+def warmup_lr(lr: float, step: int, warmup_steps: int) -> float:
+    """The learning rate of optimiser step ``step`` (0-based) under a linear warm-up (ours).
+
+    Rises as lr * (step + 1) / warmup_steps, then stays at ``lr``; ``warmup_steps = 0`` disables it.
+    Search-R1's recipe warms up its learning rate too (veRL's ``lr_warmup_steps_ratio``); on the tiny
+    backbone the first Adam steps are sign steps of size lr on every weight, which is what a warm-up
+    keeps small (LOG.md).
+
+    Example:
+        >>> [warmup_lr(1e-4, s, 4) for s in (0, 1, 3, 10)]
+        [2.5e-05, 5e-05, 0.0001, 0.0001]
+    """
+    if warmup_steps < 0 or step < 0:
+        raise ValueError(f"warmup_lr: need step >= 0 and warmup_steps >= 0, got {step}, {warmup_steps}")
+    return lr * min(1.0, (step + 1) / warmup_steps) if warmup_steps else lr
+
+
 def k3_kl(new_logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """The low-variance k3 estimator of KL(pi || pi_ref) per token: exp(ref - new) - (ref - new) - 1."""
     d = ref_logprobs - new_logprobs
