@@ -182,7 +182,11 @@ def test_store_trajectories_round_trip(policy, tool, con):
     hard = trajs[2]
     assert rows[2][4:] == (hard.text, hard.queries, hard.passage_ids, hard.entity_ids, "Lorentia",
                            hard.n_generated, hard.n_retrieved)
-    assert store_trajectories(con, "r1", 1, trajs[:1], question_ids=[100]) == [4]
+    assert store_trajectories(con, "r1", 1, trajs[:1], question_ids=[100], scores=[(1.0, 0.5, 1.1)]) == [4]
+    assert con.execute("SELECT r_ans, s_path, reward FROM trajectories WHERE trajectory_id = 4").fetchone() == (1.0, 0.5, 1.1)
+    assert con.execute("SELECT count(reward) FROM trajectories WHERE run = 'r1' AND round = 0").fetchone() == (0,)
     with pytest.raises(ValueError, match="question_index 1"):
         store_trajectories(con, "r2", 0, trajs, question_ids=[100])
+    with pytest.raises(ValueError, match="2 scores for 1 trajectories"):
+        store_trajectories(con, "r2", 0, trajs[:1], question_ids=[100], scores=[(0, 0, 0)] * 2)
     assert con.execute("SELECT count(*) FROM trajectories WHERE run = 'r2'").fetchone() == (0,)

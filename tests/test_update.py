@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from workbench.method import update
-from workbench.method.update import (NonFiniteGuard, broadcast, entropy_from_logits, grpo_advantages,
+from workbench.method.update import (NonFiniteGuard, entropy_from_logits, grpo_advantages,
                                      is_finite_step, logprobs_from_logits, policy_loss, probability_scale,
                                      reinforce_pp_advantages)
 
@@ -94,9 +94,7 @@ def test_policy_loss_aggregation_and_mask():
         policy_loss(z, z, z, adv, mask, 0.2, 0.1, aggregation="sum")
 
 
-def test_broadcast_and_entropy_and_logprobs():
-    mask = torch.tensor([[1, 1, 0], [0, 1, 1]])  # e.g. a retrieved token masked out
-    assert torch.equal(broadcast([2.0, -1.0], mask), torch.tensor([[2.0, 2.0, 0.0], [0.0, -1.0, -1.0]]))
+def test_entropy_and_logprobs():
     logits = torch.tensor([[[0.0, 0.0], [10.0, -10.0]]])
     # token 1 uniform over 2: log 2; token 2 nearly certain: ~0 -> masked mean over token 1 only = log 2
     assert float(entropy_from_logits(logits, torch.tensor([[1, 0]]))) == pytest.approx(math.log(2))

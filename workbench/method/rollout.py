@@ -187,12 +187,12 @@ def batch_tensors(trajectories: list[Trajectory], pad_token_id: int) -> dict[str
 
 
 def store_trajectories(con, run: str, round: int, trajectories: list[Trajectory], question_ids: list[int],
-                       role: str = "solver") -> list[int]:
+                       role: str = "solver", scores: list[tuple[float, float, float]] | None = None) -> list[int]:
     """Write trajectories to the store's ``trajectories`` table in one transaction; returns their ids.
 
-    ``question_ids[t.question_index]`` is each trajectory's question id. Rewards (``r_ans``,
-    ``s_path``, ``reward``) are left NULL for the reward step to fill. Bad input raises
-    ValueError and writes nothing.
+    ``question_ids[t.question_index]`` is each trajectory's question id. ``scores`` holds each
+    trajectory's (``r_ans``, ``s_path``, ``reward``); without it they are stored NULL. Bad input
+    raises ValueError and writes nothing.
 
     Example:
         >>> from workbench import store
@@ -207,15 +207,19 @@ def store_trajectories(con, run: str, round: int, trajectories: list[Trajectory]
         if not 0 <= t.question_index < len(question_ids):
             raise ValueError(f"store_trajectories: trajectory of question_index {t.question_index} has no "
                              f"entry in question_ids (length {len(question_ids)})")
+    if scores is not None and len(scores) != len(trajectories):
+        raise ValueError(f"store_trajectories: {len(scores)} scores for {len(trajectories)} trajectories")
+    scores = scores if scores is not None else [(None, None, None)] * len(trajectories)
     with store.transaction(con):
         first = store.next_id(con, "trajectories", "trajectory_id")
         ids = list(range(first, first + len(trajectories)))
         rows = [(tid, run, round, int(question_ids[t.question_index]), t.sample, role, t.prompt, t.text,
                  t.queries, t.passage_ids, t.entity_ids, t.answer, t.n_generated, t.n_retrieved,
-                 t.gen_seconds, t.search_seconds) for tid, t in zip(ids, trajectories)]
+                 t.gen_seconds, t.search_seconds, *score) for tid, t, score in zip(ids, trajectories, scores)]
         if rows:
             con.executemany(
                 "INSERT INTO trajectories (trajectory_id, run, round, question_id, sample, role, prompt, "
                 "response, queries, passage_ids, entity_ids, answer, n_generated, n_retrieved, gen_seconds, "
-                "search_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "search_seconds, r_ans, s_path, reward) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows)
     return ids

@@ -171,9 +171,8 @@ def run_round(trainer: Trainer, t: int) -> dict:
     lap("rewards")
     stats = trainer.update(t, batch)
     lap("update")
-    traj_ids = store_trajectories(con, run, t, batch.trajectories, [s.question_id for s in batch.slots])
-    con.executemany("UPDATE trajectories SET r_ans = ?, s_path = ?, reward = ? WHERE trajectory_id = ?",
-                    [(a, s, r, i) for a, s, r, i in zip(batch.r_ans, batch.s_path, batch.solver_rewards, traj_ids)])
+    traj_ids = store_trajectories(con, run, t, batch.trajectories, [s.question_id for s in batch.slots],
+                                  scores=list(zip(batch.r_ans, batch.s_path, batch.solver_rewards)))
     g = cfg.method.group_size
     p_s_of = {s.candidate: float(np.mean(batch.r_ans[i * g:(i + 1) * g]))
               for i, s in enumerate(batch.slots) if s.candidate is not None}

@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import torch
 
@@ -230,9 +229,3 @@ class NonFiniteGuard:
                 f"training stopped: {self.consecutive} consecutive steps had a non-finite loss or KL{where} "
                 f"(loss={float(loss)!r}, kl={float(kl)!r}); lower the learning rate or check the rewards")
         return False
-
-
-def broadcast(per_sequence: Sequence[float] | torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A per-sequence advantage (B,) broadcast to every valid token (B, T); invalid tokens get 0."""
-    a = torch.as_tensor(per_sequence, dtype=torch.float32)
-    return torch.where(mask > 0, a[:, None].expand(mask.shape), 0.0)
