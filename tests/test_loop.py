@@ -30,6 +30,7 @@ def test_coevokg_rounds_log_every_metric(db, capsys):
     assert [r["round"] for r in rows] == [0, 1]
     for r in rows:
         assert set(METRIC_KEYS) <= set(r)
+        assert r["kl_coef"] > 0 and r["kl_coef"] != preset("smoke").method.kl_coef  # the controller moved it
         assert 0.0 <= r["seed_fallback_rate"] <= 1.0 and 0.0 <= r["admitted_rate"] <= 1.0
         assert r["pool_chains"] > 0 and r["pool_evidence"] > 0
     assert main(["runs", "show", "full", "--json", "--db", db]) == 0

@@ -196,3 +196,17 @@ def test_warmup_rises_linearly_then_holds_and_refuses_negative_steps():
     assert warmup_lr(2.0, 0, 0) == 2.0
     with pytest.raises(ValueError, match="warmup_steps"):
         warmup_lr(1.0, 0, -1)
+
+
+def test_adaptive_kl_moves_towards_its_target_by_at_most_the_clipped_error():
+    from workbench.method.update import AdaptiveKL
+
+    c = AdaptiveKL(0.1, target=0.02, horizon=10)
+    assert c.update(kl=0.03, n=5) == pytest.approx(0.1 * (1 + 0.2 * 0.5))  # 0.5 above target, clipped to 0.2
+    assert c.update(kl=0.019, n=5) == pytest.approx(0.11 * (1 - 0.05 * 0.5))  # 5% below: not clipped
+    before = c.coef
+    assert c.update(kl=float("nan"), n=5) == before  # a skipped (non-finite) step leaves it
+    fixed = AdaptiveKL(0.1, target=0.0)
+    assert fixed.update(kl=5.0, n=100) == 0.1
+    with pytest.raises(ValueError, match="horizon"):
+        AdaptiveKL(0.1, target=0.1, horizon=0)

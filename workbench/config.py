@@ -100,7 +100,9 @@ class MethodConfig:
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
     lr: float = 1e-4  # ours
     warmup_steps: int = 0  # ours: linear learning-rate warm-up over this many optimiser steps (update.warmup_lr)
-    kl_coef: float = 0.01  # ours (the paper: "an adaptive low-variance KL penalty")
+    kl_coef: float = 0.01  # initial KL coefficient; ours (the paper: "an adaptive low-variance KL penalty")
+    kl_target: float = 0.01  # the adaptive controller's target KL (update.AdaptiveKL); 0 keeps kl_coef fixed; ours
+    kl_horizon: float = 1000.0  # ... and its horizon in sequences; ours
     clip_eps: float = 0.2  # ours (PPO default)
     gamma: float = 1.0  # Eq. 12 discount; ours
     adv_eps: float = 1e-6  # epsilon of Eqs. 11-12; ours

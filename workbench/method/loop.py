@@ -34,8 +34,9 @@ from workbench.method.memory import ChainView, RetrievedPassage, WriteBackItem, 
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards
 from workbench.method.rollout import Trajectory, batch_tensors, rollout
-from workbench.method.update import (NonFiniteGuard, entropy_from_logits, grpo_advantages, logprobs_from_logits,
-                                     policy_loss, probability_scale, reinforce_pp_advantages, warmup_lr)
+from workbench.method.update import (AdaptiveKL, NonFiniteGuard, entropy_from_logits, grpo_advantages,
+                                     logprobs_from_logits, policy_loss, probability_scale,
+                                     reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
 from workbench.scoring import exact_match
 
@@ -133,6 +134,7 @@ class Trainer:
         self.policy, self.reference, self.search = policy, reference, search
         self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.method.lr, weight_decay=0.0)
         self.guard = NonFiniteGuard(cfg.method.max_non_finite)
+        self.kl = AdaptiveKL(cfg.method.kl_coef, cfg.method.kl_target, cfg.method.kl_horizon)
         self.verifier = StructuralVerifier() if spec.task_source == "kg_chains" else OpenGate()
         m = cfg.method
         self.path_params = PathSupportParams(m.path_alpha, m.path_beta, m.path_gamma, m.path_eta, m.path_eps,
@@ -338,7 +340,7 @@ class Trainer:
             mask = tensors["loss_mask"].float()
             adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
             loss, stats = policy_loss(new_logp, tensors["old_logprobs"], ref_logp, adv, mask,
-                                      m.clip_eps, m.kl_coef)
+                                      m.clip_eps, self.kl.coef)
             share = float(mask.sum()) / total_tokens  # token-mean over all of this step's rows
             (loss * share).backward()
             sums["loss"] += float(loss.detach()) * share
@@ -354,6 +356,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             return {**sums, "skipped": 1}
         self.optimizer.step()
+        self.kl.update(sums["kl"], len(rows))
         return {**sums, "skipped": 0}
 
     # -- 6: write-back ---------------------------------------------------------------------

@@ -130,6 +130,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             trainer.optimizer.load_state_dict(torch.load(found / "optimizer.pt"))
         trainer.guard.consecutive = state["non_finite"]
+        trainer.kl.coef = state.get("kl_coef", trainer.kl.coef)
         bar = tqdm(range(state["completed"], steps), desc=f"{run} ({spec.name})", disable=not progress,
                    initial=state["completed"], total=steps)
         for t in bar:
@@ -138,7 +139,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
                 state["best_val"] = metrics["val_em"]
                 policy.save(run_dir(run) / "best")
                 _describe_best(run_dir(run) / "best", base, spec.name, run, t, metrics["val_em"])
-            state["completed"], state["non_finite"] = t + 1, trainer.guard.consecutive
+            state.update(completed=t + 1, non_finite=trainer.guard.consecutive, kl_coef=trainer.kl.coef)
             _checkpoint(trainer, ckpt, state)
             bar.set_postfix(round=t, reward=f"{metrics['solver_reward']:.2f}", val=f"{metrics['val_em']:.2f}",
                             pool=metrics["pool_chains"])
@@ -205,7 +206,7 @@ def run_round(trainer: Trainer, t: int) -> dict:
         "avg_hops_seed": float(np.mean([s.hops for s in seed])) if seed else None,
         "p_s_generated": float(np.mean(p_s["generated"])) if p_s["generated"] else None,
         "p_s_seed": float(np.mean(p_s["seed"])) if p_s["seed"] else None,
-        "kl": stats["kl"], "entropy": stats["entropy"], "loss": stats["loss"],
+        "kl": stats["kl"], "kl_coef": trainer.kl.coef, "entropy": stats["entropy"], "loss": stats["loss"],
         "clip_fraction": stats.get("clip_fraction", 0.0), "skipped_update": stats["skipped"],
         "response_length": float(np.mean([tr.n_generated for tr in batch.trajectories])),
         "search_cache_hit_rate": trainer.search.cache_stats()["hit_rate"],

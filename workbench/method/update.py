@@ -1,7 +1,8 @@
 """The policy update (seed 000, section 3.5, Eqs. 11-12): one clipped surrogate, two advantages.
 
 Both roles maximise the clipped PPO surrogate with a k3 KL penalty to a frozen reference
-(:func:`policy_loss`) and differ only in the token advantage:
+(:func:`policy_loss`), its coefficient adapted towards a target KL (:class:`AdaptiveKL`), and
+differ only in the token advantage:
 
 * solver, GRPO (Eq. 11, :func:`grpo_advantages`): group-relative, one value per trajectory,
   broadcast by the caller to its generated tokens;
@@ -114,6 +115,36 @@ def k3_kl(new_logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tenso
     """The low-variance k3 estimator of KL(pi || pi_ref) per token: exp(ref - new) - (ref - new) - 1."""
     d = ref_logprobs - new_logprobs
     return torch.exp(d) - d - 1.0
+
+
+class AdaptiveKL:
+    """The adaptive KL coefficient (section 3.5: "an adaptive low-variance KL penalty").
+
+    The paper's controller is in its unavailable appendix; this is the proportional controller of
+    Ziegler et al. (2019), as PPO-RLHF code (veRL's ``AdaptiveKLController``) runs it: after each
+    optimiser step on ``n`` sequences with measured KL ``kl``,
+    e = clip(kl / target - 1, -0.2, 0.2) and coef <- coef * (1 + e * n / horizon).
+    ``target = 0`` keeps the coefficient fixed. The initial value, target and horizon are ours
+    (MethodConfig.kl_coef, kl_target, kl_horizon).
+
+    Example:
+        >>> c = AdaptiveKL(0.01, target=0.1, horizon=100)
+        >>> round(c.update(kl=1.0, n=50), 6)   # far above target: e clipped to 0.2, coef * 1.1
+        0.011
+        >>> round(c.update(kl=0.05, n=50), 6)  # half the target: e = -0.5 -> -0.2, coef * 0.9
+        0.0099
+    """
+
+    def __init__(self, coef: float, target: float = 0.0, horizon: float = 1000.0):
+        if coef < 0 or target < 0 or horizon <= 0:
+            raise ValueError(f"AdaptiveKL: need coef >= 0, target >= 0, horizon > 0; got {coef}, {target}, {horizon}")
+        self.coef, self.target, self.horizon = float(coef), float(target), float(horizon)
+
+    def update(self, kl: float, n: int) -> float:
+        if self.target > 0 and math.isfinite(kl):
+            error = min(max(kl / self.target - 1.0, -0.2), 0.2)
+            self.coef *= 1.0 + error * n / self.horizon
+        return self.coef
 
 
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
