@@ -18,17 +18,17 @@ L=/tmp/rl_logs; rm -rf /tmp/wbd /tmp/wbr $L; mkdir -p /tmp/wbd $L
 $wb world --preset $preset --seed 0 --db $db | tail -1
 $wb pool build --preset $preset --db $db --seed 0 | tail -1
 $wb warmstart --preset $preset --db $db --out /tmp/base 2>&1 | grep -v "Loading\|Writing" | head -3
-$wb eval --db $db --model /tmp/base --dataset tinyworld --limit $limit --preset $preset 2>&1 | grep -v Loading > $OUT/eval_base.txt
-cat $OUT/eval_base.txt
+for spec in "$@"; do cp $db /tmp/wbd/${spec%%:*}.duckdb; done  # each run its own store (one writer per file)
+$wb eval --db $db --model /tmp/base --dataset tinyworld --limit $limit --preset $preset 2>&1 | grep -v Loading > $OUT/eval_base.txt &
 for spec in "$@"; do
   IFS=: read name method sets <<< "$spec"
-  cp $db /tmp/wbd/$name.duckdb
   args=""; for s in ${sets//,/ }; do args="$args --set $s"; done
   ( timeout $tmo $wb train --preset $preset --method $method --steps $steps --db /tmp/wbd/$name.duckdb --run $name $args > $L/train_$name.log 2>&1 || echo "train exit $?" >> $L/train_$name.log
     $wb runs show $name --db /tmp/wbd/$name.duckdb --json > $L/metrics_$name.json 2>&1 || true
     $wb eval --db /tmp/wbd/$name.duckdb --model /tmp/wbr/$name/best --dataset tinyworld --limit $limit --preset $preset 2>&1 | grep -v Loading > $L/eval_$name.txt || true ) &
 done
 wait
+cat $OUT/eval_base.txt
 for spec in "$@"; do IFS=: read name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 $L/train_$name.log | tr '\r' '\n' | tail -3; cat $L/eval_$name.txt; done | tee $OUT/summary.txt
 $PY - "$@" > $OUT/metrics.json <<'PY'
 import json, sys
@@ -40,4 +40,25 @@ for spec in sys.argv[1:]:
     except Exception as e:
         out[name] = str(e)
 print(json.dumps(out))
+PY
+# paired sign test of each best checkpoint against the base on the same test questions
+$PY - $db "$@" <<'PY' | tee -a $OUT/summary.txt
+import sys
+from workbench import store
+from workbench.evaluate import outcomes, sign_test
+
+def em_of(db):
+    con = store.connect(db, read_only=True)
+    (eval_id,) = con.execute("SELECT max(eval_id) FROM eval_outcomes").fetchone()
+    df = outcomes(con, eval_id)
+    return dict(zip(df.question_id, df.em))
+
+base = em_of(sys.argv[1])
+for spec in sys.argv[2:]:
+    name = spec.split(":")[0]
+    try:
+        t = sign_test(em_of(f"/tmp/wbd/{name}.duckdb"), base)
+        print(f"sign test {name} vs base: {t}")
+    except Exception as e:
+        print(f"sign test {name}: {e}")
 PY
