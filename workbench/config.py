@@ -99,7 +99,7 @@ class MethodConfig:
     sigma: float = 0.2  # Eq. 10 width; ours
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
     lr: float = 1e-4  # ours
-    warmup_steps: int = 0  # ours: linear learning-rate warm-up over this many optimiser steps (update.warmup_lr)
+    warmup_steps: int = 40  # ours: linear learning-rate warm-up over this many optimiser steps (update.warmup_lr; LOG.md)
     kl_coef: float = 0.01  # initial KL coefficient; ours (the paper: "an adaptive low-variance KL penalty")
     kl_target: float = 0.01  # the adaptive controller's target KL (update.AdaptiveKL); 0 keeps kl_coef fixed; ours
     kl_horizon: float = 1000.0  # ... and its horizon in sequences; ours
@@ -110,7 +110,7 @@ class MethodConfig:
     prob_scale_high: float = 1.0  # ... and at p = 1; ours (low = high = 1 disables it)
     max_grad_norm: float = 1.0  # ours
     max_non_finite: int = 3  # consecutive non-finite optimiser steps (minibatches count each) before a run stops; ours
-    minibatches: int = 1  # ours: optimiser steps per round, each on a 1/n share of the round's batch
+    minibatches: int = 4  # ours: optimiser steps per round, each on a 1/n share of the round's batch (LOG.md)
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     proposer_max_new_tokens: int = 48  # ours
     val_questions: int = 8  # validation questions per family, every round; ours
