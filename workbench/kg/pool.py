@@ -239,8 +239,14 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
             "rejected": walks - len(hashes), "rejections": rejections, "evidence": int(n_evidence)}
 
 
-def _visible(run: str | None, round: int | None) -> tuple[str, str, dict]:
-    """WHERE clauses for the chains and the evidence of G_t (store docstring), and their params."""
+def visible(run: str | None, round: int | None) -> tuple[str, str, dict]:
+    """WHERE clauses for the chains (alias ``c``) and the evidence (alias ``v``) of G_t, and their
+    params: rows of G_0 (run NULL) or of ``run``, from rounds <= ``round`` (None: every round).
+
+    Example:
+        >>> visible("r1", 2)[2]
+        {'run': 'r1', 'round': 2}
+    """
     chains = "(c.run IS NULL OR c.run = $run) AND ($round IS NULL OR c.created_round <= $round)"
     evidence = "(v.run IS NULL OR v.run = $run) AND ($round IS NULL OR v.round <= $round)"
     return chains, evidence, {"run": run, "round": round}
@@ -266,7 +272,7 @@ def load_pool(con, run: str | None = None, round: int | None = None, chain_ids=N
         []
     """
     _check_round(round)
-    where_c, where_v, params = _visible(run, round)
+    where_c, where_v, params = visible(run, round)
     if chain_ids is not None:
         chain_ids = [int(i) for i in chain_ids]
         where_c += " AND c.chain_id IN (SELECT unnest($ids::BIGINT[]))"
@@ -302,7 +308,7 @@ def load_pool(con, run: str | None = None, round: int | None = None, chain_ids=N
 def evidence_counts(con, run: str | None = None, round: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(chain ids of G_t in id order, evidence rows each carries at that round)."""
     _check_round(round)
-    where_c, where_v, params = _visible(run, round)
+    where_c, where_v, params = visible(run, round)
     res = con.execute(f"""
         SELECT c.chain_id, count(v.evidence_id) AS n FROM chains c
         LEFT JOIN evidence v ON v.chain_id = c.chain_id AND {where_v}

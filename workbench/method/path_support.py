@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from workbench import store
+from workbench.kg.pool import visible
 from workbench.method.rewards import path_score
 from workbench.scoring import normalize_answer
 
@@ -162,16 +163,13 @@ class EvidenceGraph:
             >>> EvidenceGraph.from_store(con).support(1, 2)
             0.0
         """
-        scope = "(run IS NULL OR run = $run)" if run is not None else "run IS NULL"
-        upto = "AND {col} <= $round" if round is not None else ""
-        args = {k: v for k, v in (("run", run), ("round", round)) if v is not None}
-        chain_sql = f"SELECT chain_id FROM chains WHERE {scope} {upto.format(col='created_round')}"
+        where_c, where_v, scope = visible(run, round)
         nodes = con.execute(
-            f"SELECT chain_id, entity_id FROM chain_nodes WHERE chain_id IN ({chain_sql}) "
-            "ORDER BY chain_id, position", args).fetchall()
+            f"SELECT n.chain_id, n.entity_id FROM chain_nodes n JOIN chains c USING (chain_id) WHERE {where_c} "
+            "ORDER BY n.chain_id, n.position", scope).fetchall()
         evidence = con.execute(
-            f"SELECT chain_id, entity_id, text FROM evidence WHERE chain_id IN ({chain_sql}) "
-            f"AND {scope} {upto.format(col='round')} ORDER BY chain_id, evidence_id", args).fetchall()
+            f"SELECT v.chain_id, v.entity_id, v.text FROM evidence v JOIN chains c USING (chain_id) "
+            f"WHERE {where_c} AND {where_v} ORDER BY v.chain_id, v.evidence_id", scope).fetchall()
         seqs: dict[int, list[int]] = {}
         for chain_id, entity_id in nodes:
             seqs.setdefault(chain_id, []).append(int(entity_id))
