@@ -13,6 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="run the whole method at tiny size (executes notebook 00)")
     p.add_argument("--preset", default="tiny", help="smoke (about a minute) | tiny (default)")
     p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the notebook's 6)")
+    p.add_argument("--slots", type=int, default=None,
+                   help="question slots a round (default: the notebook's 8; 0 = the preset's, 32 at tiny)")
     p.add_argument("--seed", type=int, default=0)
     add_db(p)
     p.set_defaults(func=_quickstart)
@@ -36,7 +38,8 @@ def _quickstart(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     papermill.execute_notebook(str(src), str(out), cwd=str(src.parent), progress_bar=False, log_output=True,
                                parameters={"preset": args.preset, "seed": args.seed, "db": args.db or "",
-                                           **({"steps": args.steps} if args.steps is not None else {})})
+                                           **{k: v for k, v in (("steps", args.steps), ("slots", args.slots))
+                                              if v is not None}})
     minutes = (time.perf_counter() - start) / 60
     print(f"quickstart ({args.preset}) finished in {minutes:.1f} min")
     print(f"executed notebook: {out}")
