@@ -433,16 +433,28 @@ def _rule_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 # ------------------------------------------------------------------------------------ wiki-18
 
+def split_contents(contents: str) -> tuple[str, str]:
+    """(title, text) of a wiki-18 / Search-R1 document's ``contents``: the first line, its double
+    quotes and surrounding spaces removed, and the rest. No newline gives text "".
+
+    Example:
+        >>> split_contents('"Aaron"\\nAaron is a prophet.')
+        ('Aaron', 'Aaron is a prophet.')
+    """
+    head, _, text = contents.partition("\n")
+    title = head.strip()
+    if len(title) >= 2 and title[0] == title[-1] == '"':
+        title = title[1:-1].strip()
+    return title, text
+
+
 def _parse_wiki18(raw: bytes) -> tuple[str, str]:
     """One wiki-18 passage: (title, text) from ``contents`` = '"Title"\\ntext'."""
     obj = _json_object(raw)
     _field(obj, "id", (str, int), "string or integer passage id")
     contents = obj.get("contents")
-    head, sep, text = contents.partition("\n") if isinstance(contents, str) else ("", "", "")
-    title = head.strip()
-    if len(title) >= 2 and title[0] == title[-1] == '"':
-        title = title[1:-1].strip()
-    if not sep or not title:
+    title, text = split_contents(contents) if isinstance(contents, str) and "\n" in contents else ("", "")
+    if not title:
         raise _Bad("expected field 'contents' as '\"Title\"\\ntext'")
     return title, text.strip()
 

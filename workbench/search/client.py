@@ -16,6 +16,7 @@ import json
 import urllib.error
 import urllib.request
 
+from workbench.kg.sources import split_contents
 from workbench.search.tool import Hit, Retriever
 
 
@@ -23,8 +24,7 @@ def parse_document(doc: dict, score: float | None = None) -> Hit:
     """A Search-R1 corpus document (``id``, ``contents``; optional ``entity_id``) as a Hit."""
     if not isinstance(doc, dict) or not isinstance(doc.get("contents"), str):
         raise ValueError(f"expected a document with a 'contents' string, got {str(doc)[:200]!r}")
-    first, _, text = doc["contents"].partition("\n")
-    title = first[1:-1] if len(first) >= 2 and first[0] == first[-1] == '"' else first
+    title, text = split_contents(doc["contents"])
     raw_id = doc.get("id")
     try:
         pid = int(raw_id)
