@@ -113,18 +113,20 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             _same_settings(con, run, spec.name, cfg)
             state = json.loads((found / "state.json").read_text())
-            policy = Policy.load(found / "model")
+            policy = Policy.load(found / "model", dtype=torch.float32)
         else:
             if resume:
                 log(f"run {run!r} has no checkpoint yet; starting it")
-            policy = Policy.load(base)
+            policy = Policy.load(base, dtype=torch.float32)
             shutil.rmtree(run_dir(run), ignore_errors=True)
         _forget_from(con, run, state["completed"])
         con.execute("DELETE FROM runs WHERE run = ?", [run])
         con.execute("INSERT INTO runs (run, method, preset, seed, config, config_hash, steps, status) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
                     [run, spec.name, cfg.name, cfg.method.seed, json.dumps(cfg.to_dict()), cfg.hash(), steps])
-        reference = Policy.load(base)
+        # float32 for both: bf16 weights (Policy.load's CUDA default) round away most Adam steps and
+        # would put a rounding gap between policy and reference (LOG.md, session 3)
+        reference = Policy.load(base, dtype=torch.float32)
         search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
         trainer = Trainer(con, cfg, spec, run, policy, reference, search)
         if found:

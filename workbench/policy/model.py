@@ -105,13 +105,15 @@ class Policy:
         self.backend = backend or HFBackend(self.model, tokenizer)
 
     @classmethod
-    def load(cls, path_or_hub_id: str | Path, device: str | None = None) -> "Policy":
+    def load(cls, path_or_hub_id: str | Path, device: str | None = None, dtype: torch.dtype | None = None) -> "Policy":
         """Load any Hugging Face causal LM directory or hub id, with its own chat template.
 
         On CUDA with the ``gpu`` extra installed (``unsloth``), the model loads through Unsloth's
         ``FastLanguageModel`` (its fused kernels make generation and training faster); otherwise
         through ``transformers.AutoModelForCausalLM``. The Unsloth path needs a GPU and is not
         exercised by the CPU tests. Offline runs (HF_HUB_OFFLINE=1) need the model in the cache.
+        ``dtype`` defaults to bfloat16 on CUDA and float32 elsewhere; a policy that will be trained
+        needs float32 weights (bf16 rounds away most optimiser steps).
 
         Example:
             >>> Policy.load("/no/such/model")  # doctest: +ELLIPSIS
@@ -125,12 +127,12 @@ class Policy:
                 from unsloth import FastLanguageModel
 
                 model, tokenizer = FastLanguageModel.from_pretrained(
-                    model_name=str(path_or_hub_id), max_seq_length=4096, dtype=None, load_in_4bit=False)
+                    model_name=str(path_or_hub_id), max_seq_length=4096, dtype=dtype, load_in_4bit=False)
                 return cls(model, tokenizer, device)
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
-            dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+            dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
             model = AutoModelForCausalLM.from_pretrained(str(path_or_hub_id), dtype=dtype)
         except (OSError, ValueError) as err:
             raise ValueError(f"cannot load a causal LM from {str(path_or_hub_id)!r}: "
