@@ -85,7 +85,7 @@ class MethodConfig:
     """The CoEvoKG loop (seed 000, sections 3.2-3.5)."""
 
     steps: int = 30  # paper: 314 optimization steps
-    chains_per_round: int = 32  # ours: 32 slots x G = 256 rollouts a round, the batch that learns (LOG.md, session 3)
+    chains_per_round: int = 32  # ours: 32 slots x G = 256 rollouts a round, the batch of the GPU runs that gained (LOG.md, session 3)
     candidates_per_chain: int = 4  # M; ours
     admit_top_k: int = 1  # ours
     gate_threshold: float = 0.6  # ours
