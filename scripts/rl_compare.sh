@@ -41,24 +41,25 @@ for spec in sys.argv[1:]:
         out[name] = str(e)
 print(json.dumps(out))
 PY
-# paired sign test of each best checkpoint against the base on the same test questions
+# paired sign test and paired bootstrap gain of each best checkpoint against the base (same questions)
 $PY - $db "$@" <<'PY' | tee -a $OUT/summary.txt
 import sys
 from workbench import store
-from workbench.evaluate import outcomes, sign_test
+from workbench.evaluate import gain_ci, outcomes, sign_test
 
-def em_of(db):
+def latest(db):
     con = store.connect(db, read_only=True)
     (eval_id,) = con.execute("SELECT max(eval_id) FROM eval_outcomes").fetchone()
-    df = outcomes(con, eval_id)
-    return dict(zip(df.question_id, df.em))
+    return outcomes(con, eval_id)
 
-base = em_of(sys.argv[1])
+base = latest(sys.argv[1])
 for spec in sys.argv[2:]:
     name = spec.split(":")[0]
     try:
-        t = sign_test(em_of(f"/tmp/wbd/{name}.duckdb"), base)
-        print(f"sign test {name} vs base: {t}")
+        run = latest(f"/tmp/wbd/{name}.duckdb")
+        t = sign_test(dict(zip(run.question_id, run.em)), dict(zip(base.question_id, base.em)))
+        gain = gain_ci(base, run)
+        print(f"{name} vs base: macro EM {100 * gain[0]:+.1f} [{100 * gain[1]:+.1f}, {100 * gain[2]:+.1f}]; {t}")
     except Exception as e:
-        print(f"sign test {name}: {e}")
+        print(f"{name} vs base: {e}")
 PY

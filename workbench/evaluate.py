@@ -316,16 +316,29 @@ def compare(con, eval_a: str, eval_b: str) -> SignTest:
 
 
 def paired_gain(con, eval_a: str, eval_b: str, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
-    """(gain, low, high): B's macro EM minus A's on the questions both answered, with a stratified
-    paired bootstrap interval (each family's per-question differences resampled together).
+    """(gain, low, high): B's macro EM minus A's, two stored evaluations (see :func:`gain_ci`).
 
     Example:
         >>> # paired_gain(con, "tiny-tiny/base/tinyworld/test#0", "tiny-tiny/coevokg/tinyworld/test#0")
         >>> # (0.03, 0.012, 0.05): +3.0 EM points, 95% interval [+1.2, +5.0]
     """
-    both = outcomes(con, eval_a).merge(outcomes(con, eval_b), on=["question_id", "family"], suffixes=("_a", "_b"))
+    return gain_ci(outcomes(con, eval_a), outcomes(con, eval_b), n_boot=n_boot, seed=seed)
+
+
+def gain_ci(a, b, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
+    """(gain, low, high): B's macro EM minus A's on the questions both answered (``outcomes``
+    frames), with a stratified paired bootstrap interval (each family's per-question differences
+    resampled together).
+
+    Example:
+        >>> import pandas as pd
+        >>> a = pd.DataFrame({"question_id": [1, 2], "family": ["x", "y"], "em": [0.0, 1.0]})
+        >>> gain_ci(a, a.assign(em=[1.0, 1.0]))  # x: +1, y: 0 -> macro +0.5
+        (0.5, 0.5, 0.5)
+    """
+    both = a.merge(b, on=["question_id", "family"], suffixes=("_a", "_b"))
     if both.empty:
-        raise ValueError(f"paired_gain: {eval_a!r} and {eval_b!r} share no questions")
+        raise ValueError("gain_ci: the two evaluations share no questions")
     diffs = {f: (g.em_b - g.em_a).to_numpy() for f, g in both.groupby("family", sort=True)}
     return macro_bootstrap_ci(diffs, n_boot=n_boot, seed=seed)
 
