@@ -98,7 +98,7 @@ class MethodConfig:
     p_end: float = 0.4  # p*_e of Eq. 10; ours
     sigma: float = 0.2  # Eq. 10 width; ours
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
-    lr: float = 1e-4  # ours
+    lr: float = 3e-5  # ours: the float32 rate that learned steadily on this CPU (LOG.md, session 3)
     warmup_steps: int = 40  # ours: linear learning-rate warm-up over this many optimiser steps (update.warmup_lr; LOG.md)
     kl_coef: float = 0.01  # initial KL coefficient; ours (the paper: "an adaptive low-variance KL penalty")
     kl_target: float = 0.01  # the adaptive controller's target KL (update.AdaptiveKL); 0 keeps kl_coef fixed; ours
