@@ -6,7 +6,8 @@
 #   e.g. scripts/rl_compare.sh tiny 30 100 1800 "s:search_r1:" "c:coevokg:method.lr=3e-5"
 # Works in a scratch area (/tmp/wbd, /tmp/wbr); writes eval_base.txt, summary.txt and
 # metrics.json (per-round metrics of every run) to $OUT (default /tmp/rl_out).
-# PY is the Python with the workbench installed (default .venv/bin/python).
+# PY is the Python with the workbench installed (default .venv/bin/python); GPUS="0 1" spreads the
+# runs round-robin over those CUDA devices (unset: every run sees all of them).
 set -e
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-/tmp/rl_out}; mkdir -p $OUT
@@ -20,9 +21,11 @@ $wb pool build --preset $preset --db $db --seed 0 | tail -1
 $wb warmstart --preset $preset --db $db --out /tmp/base 2>&1 | grep -v "Loading\|Writing" | head -3
 for spec in "$@"; do cp $db /tmp/wbd/${spec%%:*}.duckdb; done  # each run its own store (one writer per file)
 $wb eval --db $db --model /tmp/base --dataset tinyworld --limit $limit --preset $preset 2>&1 | grep -v Loading > $OUT/eval_base.txt &
+gpus=(${GPUS:-}); i=0
 for spec in "$@"; do
   IFS=: read name method sets <<< "$spec"
   args=""; for s in ${sets//,/ }; do args="$args --set $s"; done
+  [ ${#gpus[@]} -gt 0 ] && export CUDA_VISIBLE_DEVICES=${gpus[$((i++ % ${#gpus[@]}))]}
   ( timeout $tmo $wb train --preset $preset --method $method --steps $steps --db /tmp/wbd/$name.duckdb --run $name $args > $L/train_$name.log 2>&1 || echo "train exit $?" >> $L/train_$name.log
     $wb runs show $name --db /tmp/wbd/$name.duckdb --json > $L/metrics_$name.json 2>&1 || true
     $wb eval --db /tmp/wbd/$name.duckdb --model /tmp/wbr/$name/best --dataset tinyworld --limit $limit --preset $preset 2>&1 | grep -v Loading > $L/eval_$name.txt || true ) &
