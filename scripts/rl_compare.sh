@@ -44,11 +44,11 @@ for spec in sys.argv[1:]:
         out[name] = str(e)
 print(json.dumps(out))
 PY
-# paired sign test and paired bootstrap gain of each best checkpoint against the base (same questions)
+# each best checkpoint against the base on the same questions: paired gain and sign test
 $PY - $db "$@" <<'PY' | tee -a $OUT/summary.txt
 import sys
 from workbench import store
-from workbench.evaluate import gain_ci, outcomes, sign_test
+from workbench.evaluate import compare_outcomes, outcomes
 
 def latest(db):
     con = store.connect(db, read_only=True)
@@ -60,9 +60,7 @@ for spec in sys.argv[2:]:
     name = spec.split(":")[0]
     try:
         run = latest(f"/tmp/wbd/{name}.duckdb")
-        t = sign_test(dict(zip(run.question_id, run.em)), dict(zip(base.question_id, base.em)))
-        gain = gain_ci(base, run)
-        print(f"{name} vs base: macro EM {100 * gain[0]:+.1f} [{100 * gain[1]:+.1f}, {100 * gain[2]:+.1f}]; {t}")
+        print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
     except Exception as e:
         print(f"{name} vs base: {e}")
 PY

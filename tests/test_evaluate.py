@@ -12,7 +12,7 @@ import pytest
 from workbench import store
 from workbench.cli import main
 from workbench.evaluate import (bootstrap_ci, compare, evaluate, load_questions, macro_bootstrap_ci,
-                                make_eval_id, outcomes, paired_gain, parse_eval_id, sign_test, summarize, table1)
+                                make_eval_id, outcomes, parse_eval_id, sign_test, summarize, table1)
 
 
 def test_sign_test_matches_the_binomial_formula_by_hand():
@@ -111,9 +111,9 @@ def test_evaluate_stores_outcomes_and_table1(tmp_path, tiny_model_dir, capsys):
     # A second, labelled run: a fake-free way to get two rows is to relabel the same model.
     eid2 = evaluate(con, tiny_model_dir, "tinyworld", "test", preset="smoke", method="coevokg", log=None)
     assert eid2 == "tiny-smoke/coevokg/tinyworld/test#0"
-    t = compare(con, eid, eid2)  # greedy decoding: the same model gives the same answers
-    assert t.a_only == t.b_only == 0 and t.p == 1.0
-    assert paired_gain(con, eid, eid2) == (0.0, 0.0, 0.0)
+    c = compare(con, eid, eid2)  # greedy decoding: the same model gives the same answers
+    assert c.test.a_only == c.test.b_only == 0 and c.test.p == 1.0
+    assert (c.gain, c.low, c.high) == (0.0, 0.0, 0.0)
     table, md = table1(con)
     assert list(table.index) == [("tiny-smoke", "base"), ("tiny-smoke", "coevokg")]
     assert list(table.columns) == ["single_hop", "two_hop", "Avg."]
@@ -142,13 +142,14 @@ def test_cli_eval_compare_report(tmp_path, tiny_model_dir, capsys):
     assert "no evaluation 'nope'" in capsys.readouterr().err
 
 
-def test_paired_gain_is_the_macro_mean_of_per_family_differences(tmp_path):
+def test_compare_gain_is_the_macro_mean_of_per_family_differences(tmp_path):
     con = _store_with_questions(str(tmp_path / "g.duckdb"))
     rows = [("a", 1, 0.0), ("a", 2, 0.0), ("a", 3, 1.0), ("b", 1, 1.0), ("b", 2, 1.0), ("b", 3, 1.0)]
     con.executemany("INSERT INTO eval_outcomes (eval_id, dataset, question_id, em) VALUES (?, 'tinyworld', ?, ?)",
                     rows)
     # single_hop: +1 (q1); two_hop: q2 +1, q3 0 -> +0.5; macro +0.75. Resampling two_hop's pair gives 0.5-1.
-    gain, low, high = paired_gain(con, "a", "b")
-    assert gain == pytest.approx(0.75) and low == pytest.approx(0.5) and high == pytest.approx(1.0)
+    c = compare(con, "a", "b")
+    assert c.gain == pytest.approx(0.75) and c.low == pytest.approx(0.5) and c.high == pytest.approx(1.0)
+    assert (c.test.a_only, c.test.b_only, c.test.both) == (0, 2, 1)
     with pytest.raises(ValueError, match="no evaluation"):
-        paired_gain(con, "a", "missing")
+        compare(con, "a", "missing")

@@ -305,24 +305,43 @@ def summarize(df, by: str = "family", metric: str = "em", n_boot: int = N_BOOT, 
     return pd.DataFrame(rows)
 
 
-def compare(con, eval_a: str, eval_b: str) -> SignTest:
-    """The paired sign test between two stored evaluations (EM on their shared questions).
+@dataclass(frozen=True)
+class Comparison:
+    """B against A on their shared questions: the paired sign test, and B's macro EM minus A's
+    with its 95% stratified paired bootstrap interval."""
+
+    test: SignTest
+    gain: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        t = self.test
+        return (f"B - A macro EM {100 * self.gain:+.1f} points [{100 * self.low:+.1f}, {100 * self.high:+.1f}]; "
+                f"sign test: A only {t.a_only}, B only {t.b_only}, p = {t.p:.3g}")
+
+
+def compare(con, eval_a: str, eval_b: str, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+    """Two stored evaluations compared on their shared questions (see :func:`compare_outcomes`).
 
     Example:
-        >>> # compare(con, "tiny/base/tinyworld/test#0", "tiny/coevokg/tinyworld/test#0")
+        >>> # print(compare(con, "tiny-tiny/base/tinyworld/test#0", "tiny-tiny/coevokg/tinyworld/test#0"))
+        >>> # B - A macro EM +3.0 points [+1.2, +5.0]; sign test: A only 4, B only 19, p = 0.0026
     """
-    a, b = outcomes(con, eval_a), outcomes(con, eval_b)
-    return sign_test(dict(zip(a.question_id, a.em)), dict(zip(b.question_id, b.em)))
+    return compare_outcomes(outcomes(con, eval_a), outcomes(con, eval_b), n_boot=n_boot, seed=seed)
 
 
-def paired_gain(con, eval_a: str, eval_b: str, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
-    """(gain, low, high): B's macro EM minus A's, two stored evaluations (see :func:`gain_ci`).
+def compare_outcomes(a, b, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+    """Two ``outcomes`` frames compared: :func:`sign_test` and :func:`gain_ci` on their shared questions.
 
     Example:
-        >>> # paired_gain(con, "tiny-tiny/base/tinyworld/test#0", "tiny-tiny/coevokg/tinyworld/test#0")
-        >>> # (0.03, 0.012, 0.05): +3.0 EM points, 95% interval [+1.2, +5.0]
+        >>> import pandas as pd
+        >>> a = pd.DataFrame({"question_id": [1, 2], "family": ["x", "y"], "em": [0.0, 1.0]})
+        >>> print(compare_outcomes(a, a.assign(em=[1.0, 1.0])))
+        B - A macro EM +50.0 points [+50.0, +50.0]; sign test: A only 0, B only 1, p = 1
     """
-    return gain_ci(outcomes(con, eval_a), outcomes(con, eval_b), n_boot=n_boot, seed=seed)
+    test = sign_test(dict(zip(a.question_id, a.em)), dict(zip(b.question_id, b.em)))
+    return Comparison(test, *gain_ci(a, b, n_boot=n_boot, seed=seed))
 
 
 def gain_ci(a, b, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:

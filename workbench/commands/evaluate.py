@@ -45,18 +45,18 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     from workbench import store
-    from workbench.evaluate import compare, paired_gain
+    from workbench.evaluate import compare
 
     con = store.connect(existing_db(args), read_only=True)
     try:
-        t = compare(con, args.eval_a, args.eval_b)
-        gain, low, high = paired_gain(con, args.eval_a, args.eval_b)
+        c = compare(con, args.eval_a, args.eval_b)
     finally:
         con.close()
+    t = c.test
     print(f"A = {args.eval_a}\nB = {args.eval_b}")
     print(f"A right, B wrong: {t.a_only}\nB right, A wrong: {t.b_only}\nboth right: {t.both}\n"
           f"both wrong: {t.neither}\nexact two-sided sign test p = {t.p:.4g}\n"
-          f"B - A macro EM: {100 * gain:+.1f} points, 95% paired bootstrap [{100 * low:+.1f}, {100 * high:+.1f}]")
+          f"B - A macro EM: {100 * c.gain:+.1f} points, 95% paired bootstrap [{100 * c.low:+.1f}, {100 * c.high:+.1f}]")
     return 0
 
 
