@@ -11,7 +11,7 @@ import pytest
 
 from workbench import store
 from workbench.cli import main
-from workbench.evaluate import (bootstrap_ci, compare, evaluate, load_questions, macro_bootstrap_ci,
+from workbench.evaluate import (across_seeds, bootstrap_ci, compare, evaluate, load_questions, macro_bootstrap_ci,
                                 make_eval_id, outcomes, parse_eval_id, sign_test, summarize, table1)
 
 
@@ -153,3 +153,14 @@ def test_compare_gain_is_the_macro_mean_of_per_family_differences(tmp_path):
     assert (c.test.a_only, c.test.b_only, c.test.both) == (0, 2, 1)
     with pytest.raises(ValueError, match="no evaluation"):
         compare(con, "a", "missing")
+
+
+def test_across_seeds_by_hand():
+    t = across_seeds({"a": [60.0, 62.0, 61.0], "b": [59.0, 60.0, 58.0], "c": [61.0]}, reference="a")
+    # b: mean 59, sd 1; 95% t interval 59 -/+ t(0.975, 2) 4.3027 / sqrt(3) = 2.4841
+    assert t.loc["b", "low"] == pytest.approx(59 - 2.4841, abs=1e-3)
+    # Welch: t = (59 - 61) / sqrt(1/3 + 1/3) = -2.449, df = 4 -> two-sided p = 0.0704
+    assert t.loc["b", "diff"] == -2.0 and t.loc["b", "p"] == pytest.approx(0.0704, abs=1e-3)
+    assert np.isnan(t.loc["a", "p"]) and np.isnan(t.loc["c", "p"]) and np.isnan(t.loc["c", "sd"])
+    with pytest.raises(ValueError, match="reference 'z'"):
+        across_seeds({"a": [1.0]}, reference="z")

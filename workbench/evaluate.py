@@ -362,6 +362,37 @@ def gain_ci(a, b, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, fl
     return macro_bootstrap_ci(diffs, n_boot=n_boot, seed=seed)
 
 
+def across_seeds(scores: Mapping[str, Sequence[float]], reference: str | None = None):
+    """Each method's per-seed scores summarised: n, mean, sd and a 95% t interval over seeds; with
+    ``reference``, every method's mean minus the reference's and the Welch t-test p (two-sided,
+    unequal variances, ``scipy.stats.ttest_ind``). Seeds, not questions, are the unit here: use it
+    to ask whether two methods differ beyond their seed spread.
+
+    Example:
+        >>> t = across_seeds({"a": [60.0, 62.0, 61.0], "b": [59.0, 60.0, 58.0]}, reference="a")
+        >>> t.loc["b", ["mean", "low", "high", "diff"]].round(2).tolist()
+        [59.0, 56.52, 61.48, -2.0]
+    """
+    import pandas as pd
+    from scipy import stats
+
+    rows = {}
+    for method, values in scores.items():
+        v = np.asarray(values, float)
+        sd = v.std(ddof=1) if len(v) > 1 else np.nan
+        half = stats.t.ppf(0.975, len(v) - 1) * sd / np.sqrt(len(v)) if len(v) > 1 else np.nan
+        rows[method] = dict(n=len(v), mean=v.mean(), sd=sd, low=v.mean() - half, high=v.mean() + half)
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    if reference is not None:
+        if reference not in scores:
+            raise ValueError(f"across_seeds: reference {reference!r} is not one of {sorted(scores)}")
+        ref = np.asarray(scores[reference], float)
+        table["diff"] = table["mean"] - ref.mean()
+        table["p"] = [np.nan if m == reference or min(len(ref), len(scores[m])) < 2 else
+                      float(stats.ttest_ind(scores[m], ref, equal_var=False).pvalue) for m in table.index]
+    return table
+
+
 # ---------------------------------------------------------------- Table 1
 
 METHOD_ORDER = ("base", "search-r1", "ssp", "coevokg")  # Table 1's row order within a backbone

@@ -1,0 +1,59 @@
+"""The closing tables of scripts/rl_compare.sh: each run's best checkpoint against the base on the
+same test questions (paired gain and sign test), then each method over its seeds.
+
+usage: python scripts/rl_summary.py SCRATCH OUT "name:method:..." ...
+Reads SCRATCH/data/<name>.duckdb (the run's latest evaluation), SCRATCH/data/base.duckdb and
+SCRATCH/logs/metrics_<name>.json; writes OUT/metrics.json and prints the tables.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from workbench import store
+from workbench.evaluate import across_seeds, compare_outcomes, outcomes
+
+
+def latest_outcomes(db: Path):
+    con = store.connect(str(db), read_only=True)
+    try:
+        (eval_id,) = con.execute("SELECT max(eval_id) FROM eval_outcomes").fetchone()
+        return outcomes(con, eval_id)
+    finally:
+        con.close()
+
+
+def macro_em(frame) -> float:
+    """Test EM in points, the unweighted mean over question families (the tables' macro row)."""
+    return 100 * float(frame.groupby("family").em.mean().mean())
+
+
+def main(scratch: Path, out: Path, specs: list[str]) -> None:
+    runs = [spec.split(":")[:2] for spec in specs]
+    metrics = {}
+    for name, _ in runs:
+        try:
+            metrics[name] = json.loads((scratch / "logs" / f"metrics_{name}.json").read_text())
+        except (OSError, ValueError) as e:
+            metrics[name] = str(e)
+    (out / "metrics.json").write_text(json.dumps(metrics))
+
+    base = latest_outcomes(scratch / "data" / "base.duckdb")
+    by_method: dict[str, list[float]] = {}
+    for name, method in runs:
+        try:
+            run = latest_outcomes(scratch / "data" / f"{name}.duckdb")
+        except Exception as e:  # a run that failed still lets the others be reported
+            print(f"{name}: no evaluation ({e})")
+            continue
+        print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
+        by_method.setdefault(method, []).append(macro_em(run))
+    if any(len(v) > 1 for v in by_method.values()):
+        reference = "coevokg" if "coevokg" in by_method else None
+        print(f"\nmacro EM over seeds (base {macro_em(base):.1f}; "
+              f"diff and Welch p against {reference or 'none'}):")
+        print(across_seeds(by_method, reference=reference).round(3).to_string())
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])
