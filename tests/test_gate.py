@@ -207,6 +207,11 @@ def test_proposer_rewards():
         proposer_rewards(verdicts, {2: two_of_eight}, sched, -0.1)
     with pytest.raises(ValueError, match="unknown proposer reward"):
         proposer_rewards(verdicts, {}, sched, -0.1, reward="nope")
+    # penalize_rejected (ours): the leaking candidate failed the bar -> penalty; ONE_HOP passed the bar
+    # (Q 0.84 >= 0.5) and is only beyond top k -> still excluded
+    assert [v.passed for v in verdicts] == [False, True, True, False]
+    r = proposer_rewards(verdicts, {1: two_of_eight}, sched, -0.1, penalize_rejected=True)
+    assert r[0] == -0.1 and r[1] == pytest.approx(math.exp(-1.62)) and r[2:] == [None, -0.1]
 
 
 def test_allow_topic_admits_the_first_entity_but_never_the_answer_or_later_ones():

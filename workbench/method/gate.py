@@ -45,7 +45,8 @@ STOPWORDS = frozenset(
 
 @dataclass
 class Verdict:
-    """The gate's decision on one candidate; ``scores`` holds the four dimensions in [0, 1]."""
+    """The gate's decision on one candidate; ``scores`` holds the four dimensions in [0, 1].
+    ``passed``: it met the quality bar (Q >= threshold, Q > 0); ``admitted``: passed and in the top k."""
 
     index: int
     question: str | None
@@ -54,6 +55,7 @@ class Verdict:
     leak: bool = False
     scores: dict[str, float] = field(default_factory=dict)
     q: float = 0.0
+    passed: bool = False
     admitted: bool = False
     reason: str = ""
 
@@ -328,6 +330,8 @@ def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier
     # Q = 0 (a leak, a vetoed dimension) is never admitted, even at threshold 0.
     ranked = sorted((v for v in verdicts if v.extracted and v.q >= threshold and v.q > 0),
                     key=lambda v: (-v.q, v.index))
+    for v in ranked:
+        v.passed = True
     for v in ranked[:top_k]:
         v.admitted = True
     return verdicts

@@ -260,7 +260,8 @@ class Trainer:
         if self.spec.proposer_reward:
             for _, lo, verdicts in batch.verdicts:
                 mine = {v.index: outcomes[lo + v.index] for v in verdicts if lo + v.index in outcomes}
-                rewards = proposer_rewards(verdicts, mine, schedule, m.extraction_penalty, self.spec.proposer_reward)
+                rewards = proposer_rewards(verdicts, mine, schedule, m.extraction_penalty, self.spec.proposer_reward,
+                                           m.penalize_rejected)
                 for v, r_p in zip(verdicts, rewards):
                     batch.proposer_rewards[lo + v.index] = r_p
         return p_s

@@ -14,6 +14,9 @@ small fixed penalty instead"), per candidate, in :func:`proposer_rewards`:
   but not posed: None -- excluded from the proposer update. Our reading of the paper: quality acts as
   a hard gate, not a reward term, "so the proposer is optimized only over questions that already
   passed the quality bar", and only failed extraction is penalised.
+* ``penalize_rejected`` (MethodConfig.penalize_rejected, ours, off by default): a candidate that
+  failed the quality bar (not ``passed``; beyond-top-k ones passed) gets ``extraction_penalty`` as
+  well, so a proposer whose candidates the gate mostly rejects still learns from them.
 
 Example:
     >>> from workbench.method.memory import ChainView
@@ -53,7 +56,8 @@ def parse_candidates(texts: Sequence[str]) -> list[tuple[str, str] | None]:
 
 
 def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOutcome], schedule: Schedule,
-                     extraction_penalty: float, reward: str = "coevokg_difficulty") -> list[float | None]:
+                     extraction_penalty: float, reward: str = "coevokg_difficulty",
+                     penalize_rejected: bool = False) -> list[float | None]:
     """R_p per candidate of one chain (see the module docstring); None = not in the update.
 
     ``outcomes`` maps a verdict's ``index`` to the G rollouts of that admitted candidate.
@@ -71,7 +75,7 @@ def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOu
             raise ValueError(f"proposer_rewards: outcome for candidate {index}, which the gate did not admit")
     rewards: list[float | None] = []
     for v in verdicts:
-        if not v.extracted:
+        if not v.extracted or (penalize_rejected and not v.passed):
             rewards.append(float(extraction_penalty))
         elif v.admitted and v.index in outcomes:
             rewards.append(float(fn(outcomes[v.index], schedule)))
