@@ -1,8 +1,8 @@
 """The closing tables of scripts/rl_compare.sh: each run's best checkpoint against the base on the
-same test questions (paired gain and sign test), then each method over its seeds.
+same test questions (paired gain and sign test), then each configuration over its seeds.
 
 usage: python scripts/rl_summary.py SCRATCH OUT "name:method:..." ...
-Reads SCRATCH/data/<name>.duckdb (the run's latest evaluation), SCRATCH/data/base.duckdb and
+Reads SCRATCH/data/<name>.duckdb (the run's latest evaluation), SCRATCH/data/_base.duckdb and
 SCRATCH/logs/metrics_<name>.json; writes OUT/metrics.json and prints the tables.
 """
 
@@ -28,31 +28,41 @@ def macro_em(frame) -> float:
     return 100 * float(frame.groupby("family").em.mean().mean())
 
 
+def configuration(spec: str) -> str:
+    """A run's configuration without its seed: runs that share one are seeds of it.
+
+    ``"c1:coevokg:method.lr=1e-5,method.seed=1"`` -> ``"coevokg method.lr=1e-5"``.
+    """
+    _, method, *sets = spec.split(":", 2)
+    kept = [s for s in ",".join(sets).split(",") if s and not s.startswith("method.seed=")]
+    return " ".join([method, *sorted(kept)])
+
+
 def main(scratch: Path, out: Path, specs: list[str]) -> None:
-    runs = [spec.split(":")[:2] for spec in specs]
+    names = [spec.split(":")[0] for spec in specs]
     metrics = {}
-    for name, _ in runs:
+    for name in names:
         try:
             metrics[name] = json.loads((scratch / "logs" / f"metrics_{name}.json").read_text())
         except (OSError, ValueError) as e:
             metrics[name] = str(e)
     (out / "metrics.json").write_text(json.dumps(metrics))
 
-    base = latest_outcomes(scratch / "data" / "base.duckdb")
-    by_method: dict[str, list[float]] = {}
-    for name, method in runs:
+    base = latest_outcomes(scratch / "data" / "_base.duckdb")
+    by_config: dict[str, list[float]] = {}
+    for name, spec in zip(names, specs):
         try:
             run = latest_outcomes(scratch / "data" / f"{name}.duckdb")
         except Exception as e:  # a run that failed still lets the others be reported
             print(f"{name}: no evaluation ({e})")
             continue
         print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
-        by_method.setdefault(method, []).append(macro_em(run))
-    if any(len(v) > 1 for v in by_method.values()):
-        reference = "coevokg" if "coevokg" in by_method else None
-        print(f"\nmacro EM over seeds (base {macro_em(base):.1f}; "
-              f"diff and Welch p against {reference or 'none'}):")
-        print(across_seeds(by_method, reference=reference).round(3).to_string())
+        by_config.setdefault(configuration(spec), []).append(macro_em(run))
+    if any(len(v) > 1 for v in by_config.values()):
+        reference = "coevokg" if "coevokg" in by_config else next(
+            (c for c in by_config if c.split()[0] == "coevokg"), None)
+        print(f"\nmacro EM over seeds (base {macro_em(base):.1f}; diff and Welch p against {reference}):")
+        print(across_seeds(by_config, reference=reference).round(3).to_string())
 
 
 if __name__ == "__main__":

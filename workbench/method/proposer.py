@@ -75,7 +75,7 @@ def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOu
             raise ValueError(f"proposer_rewards: outcome for candidate {index}, which the gate did not admit")
     rewards: list[float | None] = []
     for v in verdicts:
-        if not v.extracted or (penalize_rejected and not v.passed):
+        if not v.extracted or (penalize_rejected and not (v.passed or v.admitted)):
             rewards.append(float(extraction_penalty))
         elif v.admitted and v.index in outcomes:
             rewards.append(float(fn(outcomes[v.index], schedule)))
