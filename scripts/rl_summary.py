@@ -2,7 +2,7 @@
 same test questions (paired gain and sign test), then each configuration over its seeds.
 
 usage: python scripts/rl_summary.py SCRATCH OUT "name:method:..." ...
-Reads SCRATCH/data/<name>.duckdb (the run's latest evaluation), SCRATCH/data/_base.duckdb and
+Reads SCRATCH/data/<name>.duckdb (the run's evaluation), SCRATCH/data/_base.duckdb and
 SCRATCH/logs/metrics_<name>.json; writes OUT/metrics.json and prints the tables.
 """
 
@@ -11,13 +11,14 @@ import sys
 from pathlib import Path
 
 from workbench import store
-from workbench.evaluate import across_seeds, compare_outcomes, outcomes
+from workbench.evaluate import across_seeds, compare_outcomes, latest_evals, outcomes
 
 
-def latest_outcomes(db: Path):
+def stored_outcomes(db: Path):
+    """The outcomes of the one test evaluation in a store (rl_compare.sh evaluates each store once)."""
     con = store.connect(str(db), read_only=True)
     try:
-        (eval_id,) = con.execute("SELECT max(eval_id) FROM eval_outcomes").fetchone()
+        (eval_id,) = latest_evals(con).values()
         return outcomes(con, eval_id)
     finally:
         con.close()
@@ -48,11 +49,11 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             metrics[name] = str(e)
     (out / "metrics.json").write_text(json.dumps(metrics))
 
-    base = latest_outcomes(scratch / "data" / "_base.duckdb")
+    base = stored_outcomes(scratch / "data" / "_base.duckdb")
     by_config: dict[str, list[float]] = {}
     for name, spec in zip(names, specs):
         try:
-            run = latest_outcomes(scratch / "data" / f"{name}.duckdb")
+            run = stored_outcomes(scratch / "data" / f"{name}.duckdb")
         except Exception as e:  # a run that failed still lets the others be reported
             print(f"{name}: no evaluation ({e})")
             continue

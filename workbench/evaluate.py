@@ -379,8 +379,10 @@ def across_seeds(scores: Mapping[str, Sequence[float]], reference: str | None = 
     rows = {}
     for method, values in scores.items():
         v = np.asarray(values, float)
-        sd = v.std(ddof=1) if len(v) > 1 else np.nan
-        half = stats.t.ppf(0.975, len(v) - 1) * sd / np.sqrt(len(v)) if len(v) > 1 else np.nan
+        sd = half = np.nan
+        if len(v) > 1:
+            sd = v.std(ddof=1)
+            half = stats.t.ppf(0.975, len(v) - 1) * sd / np.sqrt(len(v))
         rows[method] = dict(n=len(v), mean=v.mean(), sd=sd, low=v.mean() - half, high=v.mean() + half)
     table = pd.DataFrame.from_dict(rows, orient="index")
     if reference is not None:
