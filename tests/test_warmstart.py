@@ -157,6 +157,9 @@ def test_warmstart_trains_caches_and_retrains_on_change(tmp_path, monkeypatch, c
     weights = (path / "model.safetensors").stat().st_mtime_ns
     assert warmstart(db, cfg, seed=0, val_per_family=1, log=None) == path  # reused, not retrained
     assert (path / "model.safetensors").stat().st_mtime_ns == weights
+    assert warmstart(db, cfg, seed=0, val_per_family=1, retrain=True, log=None) == path  # trained again
+    assert (path / "model.safetensors").stat().st_mtime_ns != weights
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # the old copy replaced, nothing left over
     other = warmstart(db, preset("smoke", **{"backbone.sft_steps": 9}), seed=0, val_per_family=1, log=None)
     assert other != path and json.loads((other / "workbench.json").read_text())["steps"] == 9
     policy = Policy.load(path, device="cpu")  # a standard HF directory with its chat template
@@ -213,3 +216,22 @@ def test_shipped_warm_start_matches_the_code(tmp_path):
     assert (shipped / "workbench.json").exists(), (
         f"no shipped warm start for key {key}: the code or settings changed since data/pretrained/ was made")
     assert (shipped / "model.safetensors").exists()
+
+
+def test_recipe_fingerprint_is_recorded():
+    """What the warm-start recipe makes is pinned: a change to the demonstrations, tokenizer, model
+    or SFT loop must bump WARMSTART_VERSION (the cache key) and record the new fingerprint; a pure
+    refactor of those modules passes unchanged."""
+    from workbench.policy import warmstart as ws
+
+    assert ws.recipe_fingerprint() == ws.RECIPE_FINGERPRINT, (
+        "the warm-start recipe now makes something else: bump WARMSTART_VERSION, set RECIPE_FINGERPRINT "
+        "to the new value, retrain and ship the tiny warm start (data/pretrained/README.md)")
+
+
+def test_recipe_fingerprint_sees_a_change_in_the_demonstrations(monkeypatch):
+    from workbench.policy import protocol
+    from workbench.policy import warmstart as ws
+
+    monkeypatch.setattr(protocol, "SOLVER_INSTRUCTION", protocol.SOLVER_INSTRUCTION + " Be brief.")
+    assert ws.recipe_fingerprint() != ws.RECIPE_FINGERPRINT

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--val-per-family", type=int, default=None,
                    help="val questions per family for the report (default: 40)")
     p.add_argument("--retrain", action="store_true",
-                   help="train here even when the repository ships this warm start (data/pretrained/)")
+                   help="train here even when the cache or the repository (data/pretrained/) holds this warm start")
     add_set(p)
     p.set_defaults(func=run)
 
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         settings["backbone.sft_steps"] = args.steps
     cfg = preset(args.preset, **settings)
     path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,
-                     val_per_family=args.val_per_family or VAL_PER_FAMILY, use_shipped=not args.retrain)
+                     val_per_family=args.val_per_family or VAL_PER_FAMILY, retrain=args.retrain)
     meta = json.loads((Path(path) / "workbench.json").read_text())
     print(path)
     print(f"train loss {meta['train_loss_first']:.3f} -> {meta['train_loss_last']:.3f} "

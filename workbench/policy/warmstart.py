@@ -57,7 +57,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -326,56 +325,49 @@ def sft(model, examples: Sequence[Encoded], steps: int, batch: int, lr: float, s
 
 # ---------------------------------------------------------------- cache key
 
-_CODE_MODULES = ("workbench.policy.warmstart", "workbench.policy.protocol", "workbench.policy.tokenizer",
-                 "workbench.policy.model", "workbench.kg.tinyworld", "workbench.kg.names",
-                 "workbench.search.tool", "workbench.search.index")
+WARMSTART_VERSION = 2  # bump by hand whenever the recipe below makes a different model (then retrain and ship)
+RECIPE_FINGERPRINT = "7d3ce49c75e8bb4a"  # recipe_fingerprint() at this version; tests/test_warmstart.py checks it
 
 
-def code_digest(source: str) -> str:
-    r"""A digest of Python source that ignores its docstrings, comments and blank lines, and is the
-    same on every Python version (it hashes text, not ``ast.dump``, whose fields change). Blank
-    lines and trailing spaces inside other multi-line strings are ignored too.
+def recipe_fingerprint() -> str:
+    """A digest of what the warm-start recipe makes from small fixed inputs: the demonstrations
+    (throwaway worlds, the search tool's rendering, the protocol), the tokenizer, the encoded
+    examples with their masks, the initial weights and the first SFT losses.
 
-    Example:
-        >>> code_digest("def f():\n    'Doc.'\n\n    return 1  # why") == code_digest("def f():\n    return 1")
-        True
-        >>> code_digest("x = 1") == code_digest("x = 2")
-        False
+    The cache key holds ``WARMSTART_VERSION`` instead of the code's source, so refactoring the
+    modules that make demonstrations keeps the shipped warm start. A change that alters what they
+    make changes this digest; ``test_recipe_fingerprint_is_recorded`` then fails until the version
+    is bumped (and the warm start retrained) and ``RECIPE_FINGERPRINT`` updated.
     """
-    import ast
-    import io
-    import tokenize
+    import torch
 
-    lines = source.splitlines()
-    for node in ast.walk(ast.parse(source)):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            for i in range(body[0].lineno - 1, body[0].end_lineno):
-                lines[i] = ""
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            row, col = tok.start
-            lines[row - 1] = lines[row - 1][:col]
-    text = "\n".join(line.rstrip() for line in lines if line.strip())
-    return hashlib.sha256(text.encode()).hexdigest()
+    from workbench.config import preset
+    from workbench.policy.model import Policy, tiny_model
+    from workbench.policy.tokenizer import IM_END, train_tokenizer
 
-
-def code_version() -> str:
-    """A digest of the code of every module that shapes the demonstrations or the model
-    (:func:`code_digest`: editing documentation keeps the warm start's key)."""
-    import importlib
-
-    digests = [code_digest(inspect.getsource(importlib.import_module(name))) for name in _CODE_MODULES]
-    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
+    backbone = preset("smoke").backbone
+    demos, worlds = demo_set(24, seed=0, eos=IM_END, long_rate=0.5)
+    tok = train_tokenizer(tokenizer_corpus(demos), backbone.vocab_size)
+    policy = Policy(tiny_model(backbone, tok, 0), tok, device="cpu")
+    examples = [encode_demo(policy, d) for d in demos]
+    digest = hashlib.sha256()
+    digest.update(json.dumps([worlds, [[d.role, d.family, d.user, d.segments] for d in demos],
+                              [[e.input_ids, e.trained] for e in examples]]).encode())
+    for name, tensor in sorted(policy.model.state_dict().items()):
+        digest.update(name.encode() + np.round(tensor.float().numpy(), 5).tobytes())
+    torch.set_num_threads(1)  # a fixed reduction order for the losses
+    losses = sft(policy.model, examples, 3, 4, backbone.sft_lr, 0, tok.pad_token_id)
+    digest.update(json.dumps([round(float(x), 3) for x in losses]).encode())
+    return digest.hexdigest()[:16]
 
 
 def cache_key(world_hash: str, cfg, seed: int, params: dict) -> str:
-    """The warm start's content hash: world passages + config + seed + parameters + code version."""
-    blob = json.dumps({"world": world_hash, "backbone": asdict(cfg.backbone), "search": asdict(cfg.search),
-                       "rollout": asdict(cfg.rollout), "seed": seed, "params": params,
-                       "code": code_version()}, sort_keys=True, default=str)
+    """The warm start's content hash: the world's passages, the settings that shape the model (the
+    backbone, the retrieval its demonstrations show, the length cap on an example), the seed, the
+    warm-start parameters and the recipe's ``WARMSTART_VERSION``."""
+    blob = json.dumps({"world": world_hash, "backbone": asdict(cfg.backbone), "index": cfg.search.index,
+                       "topk": cfg.search.topk, "max_total_tokens": cfg.rollout.max_total_tokens, "seed": seed,
+                       "params": params, "version": WARMSTART_VERSION}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -396,7 +388,7 @@ def shipped_dir() -> Path:
     v1's ~80 minutes for 4,000 steps; 7 minutes on one GPU),
     so the workbench ships the result of ``workbench warmstart --preset tiny`` for the default world
     and seed (LOG.md says how it was made). It is used only when its cache key -- world passages,
-    settings, seed and the code (without docstrings) of every module that shapes it -- equals the one asked for.
+    settings, seed and ``WARMSTART_VERSION`` -- equals the one asked for.
     """
     return paths.project_root() / "data" / "pretrained" / "warmstart"
 
@@ -404,13 +396,14 @@ def shipped_dir() -> Path:
 def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 0, *,
               families: Sequence[str] = DEMO_FAMILIES, n_entities: int = DEMO_ENTITIES,
               epochs: float = DEMO_EPOCHS, proposer_share: float = PROPOSER_SHARE,
-              val_per_family: int = VAL_PER_FAMILY, use_shipped: bool = True, log=print) -> Path:
+              val_per_family: int = VAL_PER_FAMILY, retrain: bool = False, log=print) -> Path:
     """Train (or reuse from the cache) the tiny backbone's warm start; return its model directory.
 
     ``db`` is the evaluated world's store (path or connection): its passages enter the cache key
     and its val split measures the base (greedy EM per family, stored in ``workbench.json`` with
     the train loss, wall time and demonstration counts). ``preset`` is a preset name or Config.
-    With ``out_dir`` the model is copied there too (a standard Hugging Face directory: config,
+    ``retrain`` trains here even when the cache or the repository holds this key (the new model
+    then replaces the cached copy; the shipped one is never touched). With ``out_dir`` the model is copied there too (a standard Hugging Face directory: config,
     weights, tokenizer, chat template, plus ``workbench.json``).
 
     Example:
@@ -439,10 +432,12 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
         key = cache_key(corpus.content_hash(), cfg, seed, params)
         cached = paths.cache_dir() / "warmstart" / key
         shipped = shipped_dir() / key
-        if (cached / "workbench.json").exists():
+        if retrain:
+            _train(con, cfg, seed, params, key, cached, log, replace=True)
+        elif (cached / "workbench.json").exists():
             if log:
                 log(f"warm start {key}: reusing {cached}")
-        elif use_shipped and (shipped / "workbench.json").exists():
+        elif (shipped / "workbench.json").exists():
             shutil.copytree(shipped, cached, dirs_exist_ok=True)
             if log:
                 log(f"warm start {key}: the copy shipped in {shipped} (same key: same world, settings and "
@@ -460,7 +455,7 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
     return out_dir
 
 
-def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log) -> None:
+def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replace: bool = False) -> None:
     import torch
 
     from workbench.evaluate import load_questions, score_questions, summarize
@@ -508,6 +503,10 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log) -> Non
     try:
         policy.save(tmp)
         (tmp / "workbench.json").write_text(json.dumps(meta, indent=2))
+        if replace and final.exists():  # --retrain: the cached copy (always rebuildable) makes way
+            stale = Path(tempfile.mkdtemp(prefix=f".{key}-stale-", dir=final.parent))
+            os.replace(final, stale / key)
+            shutil.rmtree(stale)
         try:
             os.replace(tmp, final)  # atomic: a half-written warm start is never reused
         except OSError:
