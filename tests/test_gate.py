@@ -10,10 +10,12 @@ from workbench import store
 from workbench.method import gate as gate_module
 from workbench.method import proposer as proposer_module
 from workbench.method.gate import (LLMVerifier, StructuralVerifier, Verdict, filter_candidate, gate,
-                                   parse_verdicts, quality, store_verdicts)
+                                   parse_verdicts, quality)
+from workbench.method.loop import OpenGate
 from workbench.method.memory import ChainView
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards
 from workbench.method.rewards import GroupOutcome, Schedule
+from workbench.method.run_store import store_verdicts
 
 CHAIN = ChainView(5, "h", [1, 2, 3], ["Ann", "Rome", "Italy"], ["born in", "located in"],
                   ["Ann is an author born in Rome.", "Rome is a city located in Italy.", "Italy is a country."])
@@ -224,3 +226,13 @@ def test_allow_topic_admits_the_first_entity_but_never_the_answer_or_later_ones(
     assert filter_candidate(c, q, allow_topic=True) is None
     assert filter_candidate(c, ("Which city in Italy was Ann born in?", "Rome"), allow_topic=True).leak
     assert filter_candidate(c, ("Who was born in Rome?", "Ann"), allow_topic=True).leak
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "geometric_mean", "min"])
+def test_ssp_open_gate_admits_under_every_aggregation(aggregation):
+    """OpenGate (SSP's verifier) scores the gate's own dimensions, so its candidates pass under
+    every aggregation and threshold (it once scored 'single_answer' while the gate read
+    'answer_focus', and admitted nothing under geometric_mean or min)."""
+    chain = ChainView(-1, "", [1], ["Ann"], [], ["Ann was born in Rome."])
+    verdicts = gate(chain, [("Who was born in Rome?", "Ann")], OpenGate(), 0.99, 1, aggregation)
+    assert verdicts[0].admitted and verdicts[0].q == 1.0

@@ -7,7 +7,8 @@ import pytest
 from workbench import store
 from workbench.cli import main
 from workbench.config import preset
-from workbench.method.train import METRIC_KEYS, ensure_world, train
+from workbench.method.run_store import METRIC_KEYS
+from workbench.method.train import ensure_world, train
 
 TIMING = ("time_", "search_cache")
 
@@ -75,15 +76,11 @@ def test_unknown_method_is_a_clear_error(db):
         train(db, run="x", method="nope", preset="smoke", steps=1, progress=False, log=None)
 
 
-def test_resume_refuses_other_settings_and_survives_an_interrupted_swap(db):
-    from workbench.method.train import run_dir
-
+def test_resume_refuses_other_settings(db):
     train(db, run="strict", method="c2", preset="smoke", steps=1, progress=False, log=None)
     with pytest.raises(ValueError, match="other settings"):
         train(db, run="strict", method="c2", preset="smoke", steps=2, resume=True, progress=False, log=None,
               overrides={"method.lr": 1e-3})
-    # a stop between the two renames of a checkpoint swap leaves only checkpoint.old
-    run_dir("strict").joinpath("checkpoint").rename(run_dir("strict") / "checkpoint.old")
     rows = train(db, run="strict", method="c2", preset="smoke", steps=2, resume=True, progress=False, log=None)
     assert [r["round"] for r in rows] == [0, 1]
 
@@ -96,7 +93,80 @@ def test_minibatches_take_that_many_optimiser_steps_per_round(db):
 
     train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
           overrides={"method.minibatches": 3, "method.lr": 1e-3, "method.warmup_steps": 4})
-    saved = torch.load(run_dir("mb") / "checkpoint" / "optimizer.pt")
+    saved = torch.load(run_dir("mb") / "checkpoints" / "round-000001" / "optimizer.pt")
     assert {float(s["step"]) for s in saved["state"].values()} == {3.0}
     assert saved["param_groups"][0]["lr"] == pytest.approx(3 / 4 * 1e-3)  # the third of 4 warm-up steps
     assert model_labels(run_dir("mb") / "best")["method"] == "search_r1"
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "a/b", "batch", "quickstart", "-x", "a b", "x" * 129])
+def test_a_run_name_is_a_plain_name(db, name):
+    with pytest.raises(ValueError, match="--run"):
+        train(db, run=name, method="search_r1", preset="smoke", steps=1, progress=False, log=None)
+
+
+@pytest.mark.parametrize("steps", [0, -1, 1.5])
+def test_steps_below_one_are_refused(db, steps):
+    with pytest.raises(ValueError, match="--steps"):
+        train(db, run="few", method="search_r1", preset="smoke", steps=steps, progress=False, log=None)
+
+
+def test_an_existing_run_is_refused_unless_resumed_or_overwritten(db, tmp_path):
+    from workbench.method.train import run_dir
+
+    first = train(db, run="keep", method="search_r1", preset="smoke", steps=1, progress=False, log=None)
+    before = sorted(p.relative_to(run_dir("keep")) for p in run_dir("keep").rglob("*"))
+    with pytest.raises(ValueError, match="--resume.*--overwrite"):
+        train(db, run="keep", method="search_r1", preset="smoke", steps=1, progress=False, log=None)
+    con = store.connect(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM run_metrics WHERE run = 'keep'").fetchone()[0] == 1
+    con.close()
+    assert sorted(p.relative_to(run_dir("keep")) for p in run_dir("keep").rglob("*")) == before
+    again = train(db, run="keep", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+                  overwrite=True)
+    assert _comparable(again) == _comparable(first)  # replaced by the same run, nothing doubled
+    # another store's run of the same name never touches this one's folder
+    other = tmp_path / "other.duckdb"
+    con = store.connect(other)
+    ensure_world(con, preset("smoke"))
+    con.close()
+    with pytest.raises(ValueError, match="belongs to the store"):
+        train(str(other), run="keep", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+              overwrite=True)
+    assert (run_dir("keep") / "best").exists()
+
+
+def test_a_folder_not_made_by_train_is_never_deleted(db):
+    from workbench import paths
+
+    mine = paths.runs_dir() / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("mine")
+    with pytest.raises(ValueError, match="run.json"):
+        train(db, run="notes", method="search_r1", preset="smoke", steps=1, progress=False, log=None, overwrite=True)
+    assert (mine / "todo.txt").read_text() == "mine"
+
+
+def test_a_failed_run_is_marked_failed(db):
+    with pytest.raises(ValueError, match="proposer reward"):
+        train(db, run="bad-reward", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.proposer_reward": "nope"})
+    with pytest.raises(ValueError, match="limit"):  # fails inside the first round
+        train(db, run="boom", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.val_questions": 0})
+    con = store.connect(db, read_only=True)
+    assert con.execute("SELECT status FROM runs WHERE run = 'boom'").fetchall() == [("failed",)]
+    assert con.execute("SELECT count(*) FROM runs WHERE run = 'bad-reward'").fetchone()[0] == 0
+    con.close()
+
+
+def test_rewards_and_verifier_are_configuration(db):
+    """A registry entry and a config value select a variant; the round is unchanged."""
+    rows = train(db, run="eog", method="c2", preset="smoke", steps=1, progress=False, log=None,
+                 overrides={"method.proposer_reward": "eog_variance", "method.solver_reward": "exact_match",
+                            "method.verifier": "open", "method.pool_sampling": "evidence"})
+    assert rows[0]["s_path_correct_mean"] >= 0 and rows[0]["solver_reward"] in (rows[0]["r_ans"],)
+    con = store.connect(db, read_only=True)
+    stored = json.loads(con.execute("SELECT config FROM runs WHERE run = 'eog'").fetchone()[0])
+    con.close()
+    assert stored["method"]["proposer_reward"] == "eog_variance"

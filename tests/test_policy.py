@@ -131,3 +131,20 @@ def test_stop_strings_are_respected(policy, tok):
 def test_generate_rejects_bad_arguments(policy):
     with pytest.raises(ValueError, match="temperature"):
         policy.generate(["x"], max_new_tokens=4, temperature=-1, top_p=1)
+
+
+def test_token_logprobs_entropy_over_the_masked_predictions(policy):
+    """One routine gives the update its log-probs and entropy: entropy over the positions the mask
+    selects, equal to the entropy of the full softmax at the preceding position."""
+    ids = torch.tensor([[5, 6, 7, 8], [5, 6, 0, 0]])
+    attn = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    mask = torch.tensor([[0, 0, 1, 1], [0, 1, 0, 0]])
+    logp, entropy = policy.token_logprobs(ids, attn, entropy_mask=mask)
+    assert torch.equal(logp, policy.token_logprobs(ids, attn))
+    with torch.no_grad():
+        logits = policy.model(input_ids=ids, attention_mask=attn).logits.float()
+    full = torch.log_softmax(logits, dim=-1)
+    ent = -(full.exp() * full).sum(-1)  # entropy of the prediction made at each position
+    expected = (ent[0, 1] + ent[0, 2] + ent[1, 0]) / 3
+    assert float(entropy) == pytest.approx(float(expected), rel=1e-5)
+    assert logp[1, 2:].abs().sum() == 0  # padded positions are 0

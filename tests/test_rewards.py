@@ -6,7 +6,8 @@ import math
 import pytest
 
 from workbench.method import registry, rewards
-from workbench.method.rewards import (PROPOSER_REWARDS, SOLVER_REWARDS, GroupOutcome, Schedule,
+from workbench.method.rewards import (PROPOSER_REWARDS, SOLVER_REWARDS, GroupOutcome, ProposerInputs, Schedule,
+                                      SolverInputs,
                                       difficulty_reward, path_score, solver_reward, success_rate,
                                       target_success_rate)
 
@@ -79,25 +80,31 @@ def test_proposer_registry_values():
     s = Schedule(step=3, total_steps=10, p_start=0.7, p_end=0.4, sigma=0.2)
     two_of_eight = GroupOutcome((True, True) + (False,) * 6)  # p_s = 0.25
     # Eq. 10 at p_s = 0.25, t = 3 (see above): exp(-1.62)
-    assert PROPOSER_REWARDS["coevokg_difficulty"](two_of_eight, s) == pytest.approx(math.exp(-1.62))
+    assert PROPOSER_REWARDS["coevokg_difficulty"](ProposerInputs(s, two_of_eight)) == pytest.approx(math.exp(-1.62))
     # SSP: 1 - 0.25
-    assert PROPOSER_REWARDS["ssp_adversarial"](two_of_eight, s) == pytest.approx(0.75)
+    assert PROPOSER_REWARDS["ssp_adversarial"](ProposerInputs(s, two_of_eight)) == pytest.approx(0.75)
     # Dr. Zero: (n - k) / (n - 1) = (8 - 2) / 7
-    assert PROPOSER_REWARDS["dr_zero"](two_of_eight, s) == pytest.approx(6 / 7)
-    assert PROPOSER_REWARDS["dr_zero"](GroupOutcome((False,) * 8), s) == 0.0  # unsolved
-    assert PROPOSER_REWARDS["dr_zero"](GroupOutcome((True,) * 8), s) == 0.0  # trivial
+    assert PROPOSER_REWARDS["dr_zero"](ProposerInputs(s, two_of_eight)) == pytest.approx(6 / 7)
+    assert PROPOSER_REWARDS["dr_zero"](ProposerInputs(s, GroupOutcome((False,) * 8))) == 0.0  # unsolved
+    assert PROPOSER_REWARDS["dr_zero"](ProposerInputs(s, GroupOutcome((True,) * 8))) == 0.0  # trivial
     # EoG: population variance of binary scores = p (1 - p) = 0.25 * 0.75
-    assert PROPOSER_REWARDS["eog_variance"](two_of_eight, s) == pytest.approx(0.1875)
+    assert PROPOSER_REWARDS["eog_variance"](ProposerInputs(s, two_of_eight)) == pytest.approx(0.1875)
     # on real-valued scores [1.2, 0, 1.0, 0]: mean 0.55; squares .4225 .3025 .2025 .3025 -> 1.23 / 4
-    assert PROPOSER_REWARDS["eog_variance"](GroupOutcome((True, False, True, False), (1.2, 0, 1.0, 0)), s) \
+    assert PROPOSER_REWARDS["eog_variance"](ProposerInputs(s, GroupOutcome((True, False, True, False), (1.2, 0, 1.0, 0)))) \
         == pytest.approx(0.3075)
 
 
 def test_solver_registry_values():
-    assert SOLVER_REWARDS["exact_match"](1, 0.9, 0.2) == 1.0
-    assert SOLVER_REWARDS["coevokg"](1, 0.5, 0.2) == pytest.approx(1.1)
+    assert SOLVER_REWARDS["exact_match"](SolverInputs(1, 0.9, 0.2)) == 1.0
+    assert SOLVER_REWARDS["coevokg"](SolverInputs(1, 0.5, 0.2)) == pytest.approx(1.1)
+    assert SOLVER_REWARDS["coevokg"](SolverInputs(0, 1.0)) == 0.0
     assert set(SOLVER_REWARDS.names()) >= {"exact_match", "coevokg"}
     assert set(PROPOSER_REWARDS.names()) == {"coevokg_difficulty", "ssp_adversarial", "dr_zero", "eog_variance"}
+
+
+def test_outcome_rewards_say_when_no_outcome_is_given():
+    with pytest.raises(ValueError, match="outcomes"):
+        PROPOSER_REWARDS["coevokg_difficulty"](ProposerInputs(Schedule(0, 10)))
 
 
 def test_unknown_registry_name_lists_names():

@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from workbench.method import update
-from workbench.method.update import (NonFiniteGuard, entropy_from_logits, grpo_advantages,
-                                     is_finite_step, logprobs_from_logits, policy_loss, probability_scale,
-                                     reinforce_pp_advantages)
+from workbench.method.update import (NonFiniteGuard, grpo_advantages, is_finite_step, policy_loss,
+                                     probability_scale, reinforce_pp_advantages)
 
 
 def test_doctests():
@@ -94,13 +93,6 @@ def test_policy_loss_aggregation_and_mask():
         policy_loss(z, z, z, adv, mask, 0.2, 0.1, aggregation="sum")
 
 
-def test_entropy_and_logprobs():
-    logits = torch.tensor([[[0.0, 0.0], [10.0, -10.0]]])
-    # token 1 uniform over 2: log 2; token 2 nearly certain: ~0 -> masked mean over token 1 only = log 2
-    assert float(entropy_from_logits(logits, torch.tensor([[1, 0]]))) == pytest.approx(math.log(2))
-    assert logprobs_from_logits(logits, torch.tensor([[1, 0]]))[0, 0] == pytest.approx(math.log(0.5))
-
-
 def test_non_finite_guard():
     assert is_finite_step(1.0, torch.tensor(0.5)) and not is_finite_step(torch.tensor(float("nan")))
     g = NonFiniteGuard(max_consecutive=3)
@@ -174,7 +166,7 @@ def test_solver_loss_equals_trl_grpo_loss(trl_trainers, loss_type, aggregation):
     model.zero_grad()
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
     logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[:, P - 1:-1]
-    new = logprobs_from_logits(logits, inputs["completion_ids"])
+    new = torch.log_softmax(logits.float(), dim=-1).gather(-1, inputs["completion_ids"][..., None]).squeeze(-1)
     adv = inputs["advantages"] * probability_scale(new, 1.0, 1.0)[:, 0]  # scaling disabled: definitions coincide
     ours, stats = policy_loss(new, inputs["old_per_token_logps"], inputs["ref_per_token_logps"], adv,
                               inputs["completion_mask"], clip_eps=0.2, kl_coef=0.1, aggregation=aggregation)

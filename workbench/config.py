@@ -98,6 +98,10 @@ class MethodConfig:
     p_end: float = 0.4  # p*_e of Eq. 10; ours
     sigma: float = 0.2  # Eq. 10 width; ours
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
+    proposer_reward: str = ""  # a rewards.PROPOSER_REWARDS name; "" = the method's (methods.py)
+    solver_reward: str = ""  # a rewards.SOLVER_REWARDS name; "" = the method's
+    verifier: str = ""  # the gate's verifier: structural | open | llm (loop.make_verifier); "" = the method's
+    pool_sampling: str = "uniform"  # ours: chains drawn uniformly from G_t, or "evidence" (weighted by evidence count)
     penalize_rejected: bool = False  # ours, not the paper: candidates failing the gate's bar get extraction_penalty too (proposer.py)
     lr: float = 3e-5  # ours: 1e-5 to 5e-5 gained alike in float32 (LOG.md, session 4)
     warmup_steps: int = 40  # ours: linear learning-rate warm-up over this many optimiser steps (update.warmup_lr; LOG.md)
@@ -105,7 +109,7 @@ class MethodConfig:
     kl_target: float = 0.01  # the adaptive controller's target KL (update.AdaptiveKL); 0 keeps kl_coef fixed; ours
     kl_horizon: float = 1000.0  # ... and its horizon in sequences; ours
     clip_eps: float = 0.2  # ours (PPO default)
-    gamma: float = 1.0  # Eq. 12 discount; ours
+    discount: float = 1.0  # gamma of Eq. 12 (the proposer's return discount); ours
     adv_eps: float = 1e-6  # epsilon of Eqs. 11-12; ours
     prob_scale_low: float = 0.5  # section 3.5 probability-affine advantage scale at p = 0; ours
     prob_scale_high: float = 1.0  # ... and at p = 1; ours (low = high = 1 disables it)
@@ -117,9 +121,9 @@ class MethodConfig:
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
     seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
     val_dataset: str = "tinyworld"  # questions.dataset of the validation split (its split 'val')
-    path_alpha: float = 0.5  # Eq. 8-9 M_direct weight of order; ours (see PathSupportParams)
-    path_beta: float = 0.25  # ... of mutual mention (text); ours
-    path_gamma: float = 0.25  # ... of co-occurrence; ours
+    path_order: float = 0.5  # alpha of M_direct (Eqs. 8-9): weight of order_d; ours (see PathSupportParams)
+    path_text: float = 0.25  # beta of M_direct (not Eq. 7's beta_path): weight of text_d, mutual mention; ours
+    path_cooccur: float = 0.25  # gamma of M_direct: weight of co_d, co-occurrence; ours
     path_eta: float = 0.5  # M_bridge discount; ours
     path_eps: float = 0.01  # Eq. 9 smoothing; ours
     seed: int = 0

@@ -36,7 +36,10 @@ Chain pool G_t (seed 000, sections 3.1-3.4)
 Questions and evaluation
     questions(question_id, dataset, split, family, question, answers, chain, hops, source)
         ``answers`` is a list of gold strings; ``chain`` the gold entity-id chain (may be empty
-        for imported human QA). TinyWorld writes dataset 'tinyworld' with splits seed/val/test.
+        for imported human QA). TinyWorld writes dataset 'tinyworld' with splits seed/val/test; a
+        training run writes its admitted generated questions as dataset 'generated', split = the run.
+    generated_questions(question_id, run, round, chain_id)
+        The round and originating chain of each generated question (``method/run_store.py``).
     eval_outcomes(eval_id, model, dataset, question_id, prediction, em, f1, cover_em, turns,
                   created_at)
 
@@ -104,6 +107,8 @@ CREATE TABLE IF NOT EXISTS pool_builds (
 CREATE TABLE IF NOT EXISTS questions (
     question_id BIGINT PRIMARY KEY, dataset VARCHAR, split VARCHAR, family VARCHAR,
     question VARCHAR NOT NULL, answers VARCHAR[], chain BIGINT[], hops INTEGER, source VARCHAR);
+CREATE TABLE IF NOT EXISTS generated_questions (
+    question_id BIGINT PRIMARY KEY, run VARCHAR, round INTEGER, chain_id BIGINT);
 CREATE TABLE IF NOT EXISTS eval_outcomes (
     eval_id VARCHAR, model VARCHAR, dataset VARCHAR, question_id BIGINT, prediction VARCHAR,
     em DOUBLE, f1 DOUBLE, cover_em DOUBLE, turns INTEGER,
@@ -152,9 +157,15 @@ def connect(db: str | Path | None = None, read_only: bool = False) -> duckdb.Duc
     return con
 
 
+_open_transactions: dict[int, int] = {}  # id(connection) -> nesting depth of ``transaction`` blocks
+
+
 @contextlib.contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """All or nothing: commit on success, roll back (store unchanged) on any exception.
+
+    Blocks nest: an inner block joins the outer one (DuckDB has no savepoints), so a writer that
+    uses its own transaction can run inside a larger unit, such as a training round.
 
     Example:
         >>> con = connect(":memory:")
@@ -167,13 +178,25 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         >>> con.execute("SELECT count(*) FROM aliases").fetchone()
         (0,)
     """
+    key = id(con)
+    if _open_transactions.get(key):
+        _open_transactions[key] += 1
+        try:
+            yield con
+        finally:
+            _open_transactions[key] -= 1
+        return
     con.execute("BEGIN TRANSACTION")
+    _open_transactions[key] = 1
     try:
         yield con
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    con.execute("COMMIT")
+    else:
+        con.execute("COMMIT")
+    finally:
+        _open_transactions.pop(key, None)
 
 
 @contextlib.contextmanager

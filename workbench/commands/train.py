@@ -9,16 +9,18 @@ from workbench.commands import add_db, add_set, db_path, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from workbench.method.methods import METHODS
+    from workbench.method.methods import METHODS, method_name
 
     p = sub.add_parser("train", help="run the self-evolution loop (CoEvoKG, baselines, ablation rows)")
     p.add_argument("--preset", default="tiny", help="smoke | tiny (default tiny)")
-    p.add_argument("--method", default="coevokg", choices=sorted(METHODS),
-                   help="coevokg (full), search_r1, ssp, c1 (+KG tasks), c2 (+path/difficulty rewards)")
+    p.add_argument("--method", default="coevokg", type=method_name, choices=sorted(METHODS),
+                   help="coevokg (full), search_r1 (or Search-R1), ssp, c1 (+KG tasks), c2 (+path/difficulty rewards)")
     p.add_argument("--steps", type=int, default=None, help="rounds in the run's total (default: the preset's)")
     p.add_argument("--run", required=True, help="run name (its rows and runs/<name>/ checkpoints)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--resume", action="store_true", help="continue a stopped run up to --steps")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing run of this name in this store (its rows and runs/<name>/)")
     p.add_argument("--model", default=None,
                    help="base model: a Hugging Face directory or hub id (default: the preset's tiny warm start)")
     add_set(p)
@@ -42,7 +44,7 @@ def _train(args: argparse.Namespace) -> int:
 
     metrics = train(db_path(args), run=args.run, method=args.method, preset=args.preset, steps=args.steps,
                     resume=args.resume, seed=args.seed, overrides=overrides(args),
-                    model=args.model)
+                    model=args.model, overwrite=args.overwrite)
     if metrics:
         last = metrics[-1]
         print(f"{args.run}: {len(metrics)} rounds; last val EM {last['val_em']:.3f}, "
@@ -52,7 +54,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from workbench import store
-    from workbench.method.train import METRIC_KEYS, run_metrics
+    from workbench.method.run_store import METRIC_KEYS, run_metrics
 
     con = store.connect(existing_db(args), read_only=True)
     rows = run_metrics(con, args.name)

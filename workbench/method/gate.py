@@ -124,7 +124,7 @@ def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool
     return None
 
 
-AGGREGATIONS: dict[str, Callable[[Sequence[float]], float]] = {
+QUALITY_AGGREGATIONS: dict[str, Callable[[Sequence[float]], float]] = {
     "geometric_mean": lambda xs: math.prod(xs) ** (1.0 / len(xs)),
     "mean": lambda xs: sum(xs) / len(xs),
     "min": min,
@@ -142,11 +142,11 @@ def quality(verdict: Verdict, aggregation: str = "geometric_mean") -> float:
         ...                                             "answer_focus": 1, "clarity": 0.5}))
         0.7071067811865476
     """
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {sorted(AGGREGATIONS)}")
+    if aggregation not in QUALITY_AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {sorted(QUALITY_AGGREGATIONS)}")
     if verdict.leak or verdict.scores.get("multi_hop", 0.0) == 0.0:
         return 0.0
-    return float(AGGREGATIONS[aggregation]([verdict.scores.get(d, 0.0) for d in DIMENSIONS]))
+    return float(QUALITY_AGGREGATIONS[aggregation]([verdict.scores.get(d, 0.0) for d in DIMENSIONS]))
 
 
 class StructuralVerifier:
@@ -335,39 +335,3 @@ def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier
     for v in ranked[:top_k]:
         v.admitted = True
     return verdicts
-
-
-def store_verdicts(con, run: str, round: int, chain_id: int, verdicts: Sequence[Verdict],
-                   rewards: Sequence[float | None] | None = None,
-                   p_s: Sequence[float | None] | None = None) -> list[int]:
-    """Write one row per verdict to ``candidates`` (one transaction); returns the candidate ids.
-
-    ``rewards`` and ``p_s``, when given, align with ``verdicts`` (None = no value).
-    """
-    import pandas as pd
-
-    from workbench import store
-
-    n = len(verdicts)
-    for name, seq in (("rewards", rewards), ("p_s", p_s)):
-        if seq is not None and len(seq) != n:
-            raise ValueError(f"store_verdicts: {name} has {len(seq)} values for {n} verdicts")
-    if n == 0:
-        return []
-    with store.transaction(con):
-        first = store.next_id(con, "candidates", "candidate_id")
-        ids = list(range(first, first + n))
-        frame = pd.DataFrame({
-            "candidate_id": ids, "run": run, "round": int(round), "chain_id": int(chain_id),
-            "idx": [v.index for v in verdicts], "question": [v.question for v in verdicts],
-            "answer": [v.answer for v in verdicts], "extracted": [v.extracted for v in verdicts],
-            "admitted": [v.admitted for v in verdicts],
-            "scores": [json.dumps(v.scores, sort_keys=True) for v in verdicts],
-            "reason": [v.reason for v in verdicts],
-            "p_s": pd.array(list(p_s) if p_s is not None else [None] * n, dtype="Float64"),
-            "reward": pd.array(list(rewards) if rewards is not None else [None] * n, dtype="Float64"),
-        })
-        with store.registered(con, "_gate_rows", frame):
-            con.execute("INSERT INTO candidates SELECT candidate_id, run, round, chain_id, idx, question, "
-                        "answer, extracted, admitted, scores::JSON, reason, p_s, reward FROM _gate_rows")
-    return ids

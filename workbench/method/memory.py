@@ -45,6 +45,7 @@ from typing import Sequence
 import pandas as pd
 
 from workbench import store
+from workbench.config import MethodConfig
 from workbench.kg import filters
 from workbench.kg.pool import chain_hash
 from workbench.method.path_support import word_key
@@ -137,7 +138,8 @@ def _edge_labels(con, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]
     return {(s, d): r for s, d, r in rows}
 
 
-def write_back(con, run: str, round: int, items: Sequence[WriteBackItem], tau_path: float = 0.5) -> dict:
+def write_back(con, run: str, round: int, items: Sequence[WriteBackItem],
+               tau_path: float = MethodConfig.tau_path) -> dict:
     """Write the verified evidence of round t's trajectories into G_t+1 (section 3.4).
 
     Returns counts: ``new_chains`` (new sequences), ``merged_evidence`` (evidence rows written,

@@ -42,8 +42,20 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
 )}
 
 
+def method_name(name: str) -> str:
+    """A method's key from any of its spellings: the key, or the paper's ('Search-R1', 'SSP', 'CoEvoKG').
+
+    Example:
+        >>> method_name("Search-R1"), method_name("coevokg")
+        ('search_r1', 'coevokg')
+    """
+    return str(name).strip().lower().replace("-", "_")
+
+
 def method_spec(name: str) -> MethodSpec:
-    """The named method; an unknown name raises ValueError listing the known ones."""
-    if name not in METHODS:
+    """The named method (any spelling :func:`method_name` accepts); an unknown name raises
+    ValueError listing the known ones."""
+    key = method_name(name)
+    if key not in METHODS:
         raise ValueError(f"--method: unknown method {name!r}; expected one of {sorted(METHODS)}")
-    return METHODS[name]
+    return METHODS[key]

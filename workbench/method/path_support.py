@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from workbench import store
+from workbench.config import MethodConfig
 from workbench.kg.pool import visible
 from workbench.method.rewards import path_score
 from workbench.scoring import normalize_answer
@@ -53,15 +54,26 @@ class PathSupportParams:
     alpha + beta + gamma = 1 keeps M_direct in [0, 1]; order weighs most because a record's relation
     sequence is the graph's own claim that u leads to v; eta < 1 makes an indirect (one-bridge)
     association count for less than a direct one; eps smooths log(0) in Eq. 9 so one unsupported
-    hop scores near 0 rather than -inf; tau_path = MethodConfig.tau_path.
+    hop scores near 0 rather than -inf. The defaults are ``MethodConfig``'s (``method.path_*`` and
+    ``method.tau_path``, where each is documented); :meth:`of` reads a run's.
     """
 
-    alpha: float = 0.5  # ours: weight of order_d
-    beta: float = 0.25  # ours: weight of text_d (not Eq. 7's beta)
-    gamma: float = 0.25  # ours: weight of co_d
-    eta: float = 0.5  # ours: bridge discount
-    eps: float = 0.01  # ours: Eq. 9 smoothing
-    tau_path: float = 0.5  # ours: pass threshold (section 3.3), = MethodConfig.tau_path
+    alpha: float = MethodConfig.path_order  # weight of order_d
+    beta: float = MethodConfig.path_text  # weight of text_d (not Eq. 7's beta)
+    gamma: float = MethodConfig.path_cooccur  # weight of co_d
+    eta: float = MethodConfig.path_eta  # bridge discount
+    eps: float = MethodConfig.path_eps  # Eq. 9 smoothing
+    tau_path: float = MethodConfig.tau_path  # pass threshold (section 3.3)
+
+    @classmethod
+    def of(cls, m: MethodConfig) -> "PathSupportParams":
+        """The path-support parameters of a method configuration.
+
+        Example:
+            >>> PathSupportParams.of(MethodConfig(tau_path=0.7)).tau_path
+            0.7
+        """
+        return cls(m.path_order, m.path_text, m.path_cooccur, m.path_eta, m.path_eps, m.tau_path)
 
     def __post_init__(self):
         for name in ("alpha", "beta", "gamma", "eta", "eps", "tau_path"):

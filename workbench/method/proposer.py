@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from workbench.method.gate import Verdict
-from workbench.method.rewards import PROPOSER_REWARDS, GroupOutcome, Schedule
+from workbench.method.rewards import PROPOSER_REWARDS, GroupOutcome, ProposerInputs, Schedule
 from workbench.policy import protocol
 
 
@@ -57,10 +57,11 @@ def parse_candidates(texts: Sequence[str]) -> list[tuple[str, str] | None]:
 
 def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOutcome], schedule: Schedule,
                      extraction_penalty: float, reward: str = "coevokg_difficulty",
-                     penalize_rejected: bool = False) -> list[float | None]:
+                     penalize_rejected: bool = False, chain=None, policy=None) -> list[float | None]:
     """R_p per candidate of one chain (see the module docstring); None = not in the update.
 
-    ``outcomes`` maps a verdict's ``index`` to the G rollouts of that admitted candidate.
+    ``outcomes`` maps a verdict's ``index`` to the G rollouts of that admitted candidate. The
+    registry's reward gets a ``rewards.ProposerInputs`` with ``chain`` and ``policy`` too.
 
     Example:
         >>> vs = [Verdict(0, None, None, False), Verdict(1, "q?", "a", True, admitted=True),
@@ -78,7 +79,8 @@ def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOu
         if not v.extracted or (penalize_rejected and not (v.passed or v.admitted)):
             rewards.append(float(extraction_penalty))
         elif v.admitted and v.index in outcomes:
-            rewards.append(float(fn(outcomes[v.index], schedule)))
+            rewards.append(float(fn(ProposerInputs(schedule, outcomes[v.index], chain, v.question, v.answer,
+                                                   policy))))
         else:
             rewards.append(None)
     return rewards

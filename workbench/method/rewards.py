@@ -5,14 +5,17 @@
 * :func:`difficulty_reward` -- Eq. 10, the bell around the annealed target success rate p*(t).
 * :func:`success_rate` -- p_s = n_c / G from final-answer correctness (section 3.3).
 
-Proposer rewards take ``(outcome: GroupOutcome, schedule: Schedule)``; solver rewards take
-``(r_ans, s_path, beta)``. Both are registries keyed by name (``PROPOSER_REWARDS``,
-``SOLVER_REWARDS``) so the other seeds' variants are config values.
+The registries (``PROPOSER_REWARDS``, ``SOLVER_REWARDS``) make each seed's variant a config value
+(``method.proposer_reward``, ``method.solver_reward``). Every entry takes one argument, wide enough
+for the methods that plug in: a proposer reward gets a :class:`ProposerInputs` (the chain, the
+candidate, the current policy for teacher-forced likelihoods, the solver's G outcomes when the
+question was posed, the schedule); a solver reward gets a :class:`SolverInputs` (R_ans, S_path,
+beta, the whole trajectory and its slot).
 
 Example:
     >>> round(solver_reward(1, 0.5), 3)
     1.1
-    >>> PROPOSER_REWARDS["ssp_adversarial"](GroupOutcome((True, False, False, False)), Schedule(0, 10))
+    >>> PROPOSER_REWARDS["ssp_adversarial"](ProposerInputs(Schedule(0, 10), GroupOutcome((True, False, False, False))))
     0.75
 """
 
@@ -20,8 +23,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
+from workbench.config import MethodConfig
 from workbench.method.registry import Registry
 
 
@@ -32,7 +36,10 @@ def _check_unit(name: str, value: float) -> float:
     return value
 
 
-def solver_reward(r_ans: float, s_path: float, beta: float = 0.2) -> float:
+BETA_PATH = MethodConfig.beta_path  # Eq. 7's beta, 0.2 (paper)
+
+
+def solver_reward(r_ans: float, s_path: float, beta: float = BETA_PATH) -> float:
     """Eq. 7: R_s = R_ans (1 + beta S_path), with S_path counted only when R_ans = 1.
 
     ``r_ans`` is answer correctness in {0, 1}; ``s_path`` in [0, 1] (Eq. 9); beta = 0.2 (paper).
@@ -147,43 +154,79 @@ class Schedule:
     sigma: float = 0.2
 
 
+@dataclass(frozen=True)
+class ProposerInputs:
+    """What a proposer reward may read about one candidate.
+
+    ``outcome`` is the G solver rollouts of the posed question (None when the reward needs none, as
+    Dr. Free's); ``chain`` the ChainView it was written from; ``question``/``answer`` the candidate;
+    ``policy`` the current policy (teacher-forced likelihoods, seed 002).
+    """
+
+    schedule: Schedule
+    outcome: GroupOutcome | None = None
+    chain: Any = None
+    question: str | None = None
+    answer: str | None = None
+    policy: Any = None
+
+
+@dataclass(frozen=True)
+class SolverInputs:
+    """What a solver reward may read about one trajectory: R_ans, S_path (Eq. 9), Eq. 7's beta, the
+    trajectory itself (queries, retrieved ids, turns) and its slot (golds, gold chain, hops)."""
+
+    r_ans: float
+    s_path: float = 0.0
+    beta: float = BETA_PATH
+    trajectory: Any = None
+    slot: Any = None
+
+
+def _outcome(x: ProposerInputs) -> GroupOutcome:
+    if x.outcome is None:
+        raise ValueError("this proposer reward needs the solver's outcomes of the posed question")
+    return x.outcome
+
+
 PROPOSER_REWARDS = Registry("proposer reward")
 SOLVER_REWARDS = Registry("solver reward")
 
 
 @PROPOSER_REWARDS.register("coevokg_difficulty")
-def coevokg_difficulty(outcome: GroupOutcome, schedule: Schedule) -> float:
+def coevokg_difficulty(x: ProposerInputs) -> float:
     """CoEvoKG (Eq. 10): the difficulty bell at p_s = success_rate(outcome.correct)."""
-    return difficulty_reward(success_rate(outcome.correct), schedule.step, schedule.total_steps,
-                             schedule.p_start, schedule.p_end, schedule.sigma)
+    s = x.schedule
+    return difficulty_reward(success_rate(_outcome(x).correct), s.step, s.total_steps, s.p_start, s.p_end, s.sigma)
 
 
 @PROPOSER_REWARDS.register("ssp_adversarial")
-def ssp_adversarial(outcome: GroupOutcome, schedule: Schedule) -> float:
+def ssp_adversarial(x: ProposerInputs) -> float:
     """SSP's adversarial reward 1 - acc (seed 000, section 4: the build-up ablation's start)."""
-    return 1.0 - success_rate(outcome.correct)
+    return 1.0 - success_rate(_outcome(x).correct)
 
 
 @PROPOSER_REWARDS.register("dr_zero")
-def dr_zero(outcome: GroupOutcome, schedule: Schedule) -> float:
+def dr_zero(x: ProposerInputs) -> float:
     """Dr. Zero style: (n - k)/(n - 1) for k of n correct; an unsolved question (k = 0) earns 0.
 
     Hardest solvable (k = 1) scores 1, trivial (k = n) 0. Our reading of the seed README's
     "(n - k)/(n - 1)"; needs n >= 2.
     """
-    n, k = len(outcome.correct), sum(bool(c) for c in outcome.correct)
+    correct = _outcome(x).correct
+    n, k = len(correct), sum(bool(c) for c in correct)
     if n < 2:
         raise ValueError(f"dr_zero needs at least 2 rollouts, got {n}")
     return 0.0 if k == 0 else (n - k) / (n - 1)
 
 
 @PROPOSER_REWARDS.register("eog_variance")
-def eog_variance(outcome: GroupOutcome, schedule: Schedule) -> float:
+def eog_variance(x: ProposerInputs) -> float:
     """EoG (seed 004): the population variance of the solver's scores over the G rollouts.
 
     With binary scores this is p_s (1 - p_s), peaking at 0.25 on the capability boundary.
     """
-    values = outcome.values()
+    values = _outcome(x).values()
     if not values:
         raise ValueError("eog_variance needs at least one rollout")
     mean = sum(values) / len(values)
@@ -191,11 +234,14 @@ def eog_variance(outcome: GroupOutcome, schedule: Schedule) -> float:
 
 
 @SOLVER_REWARDS.register("exact_match")
-def exact_match_reward(r_ans: float, s_path: float = 0.0, beta: float = 0.2) -> float:
+def exact_match_reward(x: SolverInputs) -> float:
     """Search-R1: the outcome reward R_ans alone (path support and beta ignored)."""
-    if r_ans not in (0, 1):
-        raise ValueError(f"r_ans must be 0 or 1 (answer correctness), got {r_ans!r}")
-    return float(r_ans)
+    if x.r_ans not in (0, 1):
+        raise ValueError(f"r_ans must be 0 or 1 (answer correctness), got {x.r_ans!r}")
+    return float(x.r_ans)
 
 
-SOLVER_REWARDS.register("coevokg")(solver_reward)
+@SOLVER_REWARDS.register("coevokg")
+def coevokg_solver(x: SolverInputs) -> float:
+    """CoEvoKG: Eq. 7, R_s = R_ans (1 + beta S_path)."""
+    return solver_reward(x.r_ans, x.s_path, x.beta)

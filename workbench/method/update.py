@@ -147,7 +147,7 @@ class AdaptiveKL:
         return self.coef
 
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
 
 
 def policy_loss(new_logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None,
@@ -170,8 +170,8 @@ def policy_loss(new_logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logp
         >>> float(loss), stats["kl"], stats["clip_fraction"]   # rho = 1, k3 = 0: loss = -A
         (-2.0, 0.0, 0.0)
     """
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {list(AGGREGATIONS)}")
+    if aggregation not in LOSS_AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {list(LOSS_AGGREGATIONS)}")
     mask = mask.to(new_logprobs.dtype)
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     ratio = torch.exp(new_logprobs - old_logprobs)
@@ -192,32 +192,6 @@ def policy_loss(new_logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logp
         stats = {"kl": token_mean(kl), "clip_fraction": token_mean(is_clipped.to(mask.dtype)),
                  "ratio_mean": token_mean(ratio), "pg_loss": float(aggregate(pg)), "loss": float(loss)}
     return loss, stats
-
-
-def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log pi(token_t | prefix) from logits (B, T, V) aligned with ``tokens`` (B, T).
-
-    Example:
-        >>> logprobs_from_logits(torch.zeros(1, 1, 4), torch.tensor([[2]])).exp()
-        tensor([[0.2500]])
-    """
-    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
-    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-
-
-def entropy_from_logits(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean per-token entropy of the policy (B, T, V) over the valid tokens (a scalar tensor).
-
-    Example:
-        >>> round(float(entropy_from_logits(torch.zeros(1, 3, 4))), 4)   # uniform over 4: log 4
-        1.3863
-    """
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    ent = -(logp.exp() * logp).sum(-1)
-    if mask is None:
-        return ent.mean()
-    mask = mask.to(ent.dtype)
-    return (ent * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 def is_finite_step(*values) -> bool:

@@ -188,11 +188,14 @@ class Policy:
         return self.backend.generate(prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
                                      top_p=top_p, stop=tuple(stop), seed=seed)
 
-    def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       entropy_mask: torch.Tensor | None = None):
         """Per-token log-probs ``out[b, t] = log p(input_ids[b, t] | input_ids[b, :t])`` (raw logits).
 
         Padding may be on either side; positions follow the attention mask. ``out[:, 0]`` and
-        padded positions are 0. Differentiable (the update step calls it under autograd).
+        padded positions are 0. Differentiable (the update step calls it under autograd). With
+        ``entropy_mask`` (aligned with ``input_ids``) it returns ``(out, entropy)``: the policy's
+        mean entropy over the masked positions' predictions, from the same forward pass (no grad).
 
         Example:
             >>> from workbench.config import preset
@@ -211,4 +214,10 @@ class Policy:
         logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
         picked = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
         picked = picked * attention_mask[:, 1:].to(picked.dtype)
-        return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
+        out = torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
+        if entropy_mask is None:
+            return out
+        with torch.no_grad():
+            mask = entropy_mask[:, 1:].to(self.device, logp.dtype)
+            entropy = -(logp.exp() * logp).sum(-1)
+            return out, (entropy * mask).sum() / mask.sum().clamp(min=1.0)
