@@ -1,5 +1,6 @@
 """Chain filters, the dedup key, G_0 build, G_t reconstruction, sampling, export and the pool CLI."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -257,3 +258,34 @@ def test_pool_on_a_tinyworld_smoke_world(tmp_path):
         assert all(e in edges for e in zip(c.entity_ids, c.entity_ids[1:], c.relations))
         assert all(kinds[e] == "entity" for e in c.entity_ids)
         assert sum(e.target == "node" for e in c.evidence) == len(c.entity_ids)
+
+
+# sha256 of G_0 built on the smoke world with the smoke preset (2,000 walks, seed 0): the rows of
+# each table below, ordered, as JSON. The walks' draws and the dedup order are pinned: change these
+# only with a deliberate change to the pool (or to the world, pinned in test_tinyworld.py).
+SMOKE_POOL_COLUMNS = {
+    "chains": "chain_id, hash, hops, run, created_round, origin",
+    "chain_nodes": "chain_id, position, entity_id, relation",
+    "evidence": "evidence_id, chain_id, position, target, entity_id, passage_id, text, source, run, round",
+}
+SMOKE_POOL_SHA256 = {
+    "chains": "6666e50c6c4492b86615fa48e69a5fed44f8742d65d667929c6164c56d6a1667",
+    "chain_nodes": "d6eb6de885787e0480ac9ceb34a8d29d71e7bac89c449445a5197095e0d4caa6",
+    "evidence": "58db183ec46fb5ecda65757d744857bdb5f751b20ea7c50158da731c0f0bd5ba",
+}
+
+
+def test_smoke_pool_is_pinned():
+    from workbench.config import preset
+    from workbench.kg.tinyworld import build_world
+
+    con = store.connect(":memory:")
+    build_world(con, preset="smoke", seed=0)
+    p = preset("smoke").pool
+    build_pool(con, p.walks, p.min_hops, p.max_hops, seed=0)
+
+    def sha256(table):
+        rows = con.execute(f"SELECT {SMOKE_POOL_COLUMNS[table]} FROM {table} ORDER BY ALL").fetchall()
+        return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+    assert {t: sha256(t) for t in SMOKE_POOL_COLUMNS} == SMOKE_POOL_SHA256

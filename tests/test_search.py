@@ -200,8 +200,6 @@ def test_cli_search_prints_rendered_hits(db, capsys):
 
 
 def test_bench_recall_and_speed_on_bm25(db, tmp_path):
-    from argparse import Namespace
-
     from workbench.search import bench
 
     tool = SearchTool(db, index="bm25")
@@ -217,4 +215,4 @@ def test_bench_recall_and_speed_on_bm25(db, tmp_path):
     assert tool.use_cache and tool.cache_stats()["hits"] == 0  # speed runs without the cache
     make_store(tmp_path / "noq.duckdb").close()
     with pytest.raises(ValueError, match="no 'tinyworld' single_hop questions"):
-        bench.bench_retrieval(Namespace(db=str(tmp_path / "noq.duckdb"), preset="smoke"))
+        bench.bench_retrieval(db=str(tmp_path / "noq.duckdb"), preset="smoke")

@@ -1,7 +1,5 @@
 """The CSR walker: walks follow labelled edges, are deterministic by seed, mark ends with -1."""
 
-import argparse
-
 import numpy as np
 import pytest
 
@@ -82,7 +80,7 @@ def test_from_edges_rejects_out_of_range_nodes():
 
 
 def test_bench_walks_reports_the_contract_keys():
-    r = bench_walks(argparse.Namespace(edges=20000, walks=50000, seed=0, per_hop=20, sql_walks=2000))
+    r = bench_walks(edges=20000, walks=50000, seed=0, per_hop=20, sql=2000)
     assert list(r) == ["edges", "csr_walks_per_s", "per_hop_walks_per_s", "sql_walks_per_s",
                        "csr_vs_per_hop", "csr_vs_sql", "peak_rss_mb"]
     assert r["edges"] == 20000 and all(v > 0 for v in r.values())

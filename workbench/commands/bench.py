@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 
-# name -> (module, function, help); each function takes the parsed args and returns a dict.
+from workbench.commands import db_path
+
+# name -> (module, function, help); each function takes keyword arguments named like the bench's
+# options (``--batch-sizes`` -> ``batch_sizes``) and returns a dict.
 BENCHES = {
     "walks": ("workbench.kg.walks", "bench_walks", "CSR walker vs per-hop DuckDB loop vs set-based SQL"),
     "retrieval": ("workbench.search.bench", "bench_retrieval", "batched vs single queries, recall@3"),
-    "rollout": ("workbench.policy.bench", "bench_rollout", "tokens/s and questions/s by batch size"),
+    "rollout": ("workbench.method.bench", "bench_rollout", "tokens/s and questions/s by batch size"),
     "loop": ("workbench.method.bench", "bench_loop", "CoEvoKG round overhead, path support, write-back rates"),
 }
 
@@ -39,7 +43,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _runner(module: str, func: str):
     def run(args: argparse.Namespace) -> int:
-        result = getattr(importlib.import_module(module), func)(args)
-        print(json.dumps(result, indent=2))
+        bench = getattr(importlib.import_module(module), func)
+        print(json.dumps(bench(**_keywords(bench, args)), indent=2))
         return 0
     return run
+
+
+def _keywords(bench, args: argparse.Namespace) -> dict:
+    """The options ``bench`` takes, by name; ``--db`` resolved to the preset's store when not given.
+    Options left unset (None) are left out, so the library's defaults apply.
+
+    Example:
+        >>> def bench_x(db=":memory:", seed=0): ...
+        >>> kw = _keywords(bench_x, argparse.Namespace(db=None, preset="smoke", seed=None, func=print))
+        >>> sorted(kw), kw["db"].endswith("smoke.duckdb")
+        (['db'], True)
+    """
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    if "db" in vars(args):
+        given["db"] = db_path(args)
+    accepted = inspect.signature(bench).parameters
+    return {k: v for k, v in given.items() if k in accepted}

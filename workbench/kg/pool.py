@@ -172,10 +172,7 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
         >>> sorted(build_pool(con, walks=10)["rejections"])  # no entity rows: titles unknown
         ['hops', 'unknown']
     """
-    lo, hi = hop_range((min_hops, max_hops))
-    if lo < filters.MIN_RELATIONAL_HOPS:
-        raise ValueError(f"min_hops: the paper requires at least {filters.MIN_RELATIONAL_HOPS} relational hops "
-                         f"(L - 1 >= 2), got {min_hops}")
+    lo, hi = _checked_hops(min_hops, max_hops)
     if walks < 1:
         raise ValueError(f"walks: expected a positive number of walks, got {walks}")
     graph = CSRGraph.from_store(con)
@@ -187,32 +184,56 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
         nodes, rels, noise, min_hops=lo,
         functional=_functional_mask(con, graph) if functional_only else None,
         unique_graph=graph if unique_grounding else None)
+    hashes, chosen = _first_walk_per_hash(nodes, np.flatnonzero(keep), titles, rejections)
+    params = {"functional_only": functional_only, "unique_grounding": unique_grounding,
+              "min_relational_hops": filters.MIN_RELATIONAL_HOPS, "short_title_chars": filters.SHORT_TITLE_CHARS}
+    build = [seed, walks, lo, hi, json.dumps(params), json.dumps(rejections)]
+    build_id, n_evidence = _write_g0(con, *_chain_frames(graph, nodes[chosen], rels[chosen], hashes), build, force)
+    return {"build_id": build_id, "walks": walks, "chains": len(hashes),
+            "rejected": walks - len(hashes), "rejections": rejections, "evidence": n_evidence}
 
-    # Dedup (section 3.4): the first walk with each hash becomes a chain, later ones are counted.
-    kept = np.flatnonzero(keep)
+
+def _checked_hops(min_hops: int, max_hops: int) -> tuple[int, int]:
+    lo, hi = hop_range((min_hops, max_hops))
+    if lo < filters.MIN_RELATIONAL_HOPS:
+        raise ValueError(f"min_hops: the paper requires at least {filters.MIN_RELATIONAL_HOPS} relational hops "
+                         f"(L - 1 >= 2), got {min_hops}")
+    return lo, hi
+
+
+def _first_walk_per_hash(nodes: np.ndarray, kept: np.ndarray, titles: list, rejections: dict):
+    """Dedup (section 3.4): the first kept walk with each ``chain_hash`` becomes a chain; later ones
+    are counted in ``rejections['duplicate']``. Returns (hashes, their walks' rows in ``nodes``)."""
     lower = [t.lower() if t is not None else "" for t in titles]
     firsts: dict[str, int] = {}
     for j, row in enumerate(nodes[kept].tolist()):
         firsts.setdefault(_digest([lower[i] for i in row if i >= 0]), j)
     if len(firsts) < len(kept):
         rejections["duplicate"] = len(kept) - len(firsts)
-    hashes = list(firsts)
-    chosen = kept[list(firsts.values())]
-    path, rel = nodes[chosen], np.concatenate([rels[chosen], np.full((len(chosen), 1), -1, np.int32)], axis=1)
+    return list(firsts), kept[list(firsts.values())]
+
+
+def _chain_frames(graph: CSRGraph, path: np.ndarray, rels: np.ndarray, hashes: list[str]):
+    """The new chains and chain_nodes rows, their chain ids as offsets (``idx``) from 0."""
+    rel = np.concatenate([rels, np.full((len(path), 1), -1, np.int32)], axis=1)
     on = path >= 0
     idx, position = np.nonzero(on)
     node_labels = np.array(list(graph.labels) + [None], dtype=object)  # rel id -1 -> None (last node)
+    chains = pd.DataFrame({"idx": np.arange(len(hashes), dtype=np.int64), "hash": pd.Series(hashes, dtype=object),
+                           "hops": filters.hop_counts(rels).astype(np.int32)})
+    nodes = pd.DataFrame({"idx": idx.astype(np.int64), "position": position.astype(np.int32),
+                          "entity_id": graph.node_ids[path[on]], "relation": node_labels[rel[on]]})
+    return chains, nodes
 
-    params = {"functional_only": functional_only, "unique_grounding": unique_grounding,
-              "min_relational_hops": filters.MIN_RELATIONAL_HOPS, "short_title_chars": filters.SHORT_TITLE_CHARS}
+
+def _write_g0(con, chains: pd.DataFrame, nodes: pd.DataFrame, build: list, force: bool) -> tuple[int, int]:
+    """Replace G_0 with ``chains`` and ``nodes``, add their evidence and the ``pool_builds`` row
+    (``build``: seed, walks, min_hops, max_hops, params, rejections) in one transaction; returns
+    (build_id, evidence rows written)."""
     # Registered before the transaction: DuckDB refuses ``register`` while a DELETE's row-count
     # result is pending on the connection. Ids are offsets, made absolute inside the transaction.
-    con.register("_new_chains", pd.DataFrame({
-        "idx": np.arange(len(hashes), dtype=np.int64), "hash": pd.Series(hashes, dtype=object),
-        "hops": filters.hop_counts(rels[chosen]).astype(np.int32)}))
-    con.register("_new_nodes", pd.DataFrame({
-        "idx": idx.astype(np.int64), "position": position.astype(np.int32),
-        "entity_id": graph.node_ids[path[on]], "relation": node_labels[rel[on]]}))
+    con.register("_new_chains", chains)
+    con.register("_new_nodes", nodes)
     try:
         with store.transaction(con):
             runs = _runs_on_g0(con)
@@ -230,13 +251,11 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
             n_evidence = con.execute("SELECT count(*) FROM evidence").fetchone()[0] - n_before
             build_id = store.next_id(con, "pool_builds", "build_id")
             con.execute("INSERT INTO pool_builds (build_id, seed, walks, min_hops, max_hops, params, rejections) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [build_id, seed, walks, lo, hi, json.dumps(params), json.dumps(rejections)])
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [build_id, *build])
     finally:
         con.unregister("_new_chains")
         con.unregister("_new_nodes")
-    return {"build_id": build_id, "walks": walks, "chains": len(hashes),
-            "rejected": walks - len(hashes), "rejections": rejections, "evidence": int(n_evidence)}
+    return build_id, int(n_evidence)
 
 
 def visible(run: str | None, round: int | None) -> tuple[str, str, dict]:

@@ -430,6 +430,11 @@ class _Doc:
 
 
 # ----------------------------------------------------------------------------- generation
+#
+# One generator draws everything, in a fixed order: years; facts (geography, people,
+# organisations and works, list pages, inverse mentions); names; article sentences (leads, facts,
+# year pages, distractors). The steps below share that generator, so moving a single draw changes
+# every world: tests/test_tinyworld.py pins the smoke world's content hash.
 
 def generate_world(n_entities: int, seed: int, **knobs) -> World:
     """Generate a TinyWorld of about ``n_entities`` entities, deterministically from ``seed``.
@@ -450,289 +455,452 @@ def generate_world(n_entities: int, seed: int, **knobs) -> World:
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     cnt = _counts(int(n_entities))
+    years = np.sort(rng.choice(np.arange(1800, 2024), cnt["year"], replace=False))
+    facts, occ = _draw_facts(rng, cnt)
+    cnt = {**cnt, "list": len(facts.dst("filmography of"))}  # only prolific directors get a list page
+    named = _draw_names(rng, k, cnt, facts, years)
+    layout = _lay_out(cnt, named, facts)
+    doc = _write_articles(rng, k, layout, occ, named)
+    return World(seed, **_tables(layout, doc), seconds=time.perf_counter() - t0)
 
-    # Local indices per type; global ids are assigned once the list pages are known.
-    C, Ci, R, U, K, P, F, B, Bd, Y = (cnt[t] for t in (
-        "country", "city", "river", "university", "company", "person", "film", "book", "band", "year"))
-    years = np.sort(rng.choice(np.arange(1800, 2024), Y, replace=False))
-    facts: dict[str, tuple[str, np.ndarray, str, np.ndarray]] = {}  # label -> (dtype, src, rtype, dst)
 
-    def fact(label, src, dst):
+# ----- facts (local indices per type; global ids are assigned once the list pages are known)
+
+class _Facts(dict):
+    """Drawn facts: relation label -> (domain type, src, range type, dst), local indices per type."""
+
+    def add(self, label: str, src, dst) -> None:
         rel = RELATIONS[RELATION_INDEX[label]]
-        facts[label] = (rel.domain, np.asarray(src, np.int64), rel.range, np.asarray(dst, np.int64))
+        self[label] = (rel.domain, np.asarray(src, np.int64), rel.range, np.asarray(dst, np.int64))
 
-    # geography
+    def src(self, label: str) -> np.ndarray:
+        return self[label][1]
+
+    def dst(self, label: str) -> np.ndarray:
+        return self[label][3]
+
+
+# Inverse relations, stated in the object's article and capped per object as an article would
+# (ours): (label, the relation it inverts, at most this many mentions per object).
+INVERSE_MENTIONS = (("director of", "directed by", 3), ("author of", "written by", 3),
+                    ("founder of", "founded by", 3), ("acted in", "starring", 3),
+                    ("birthplace of", "born in", 2), ("has member", "member of", 4))
+
+
+def _draw_facts(rng, cnt: dict) -> tuple[_Facts, np.ndarray]:
+    """Every fact of the world and each person's occupation (an index into ``OCCUPATIONS``)."""
+    facts = _Facts()
+    city_country = _draw_geography(rng, cnt, facts)
+    occ, birth_year = _draw_people(rng, cnt, facts, city_country)
+    _draw_organisations_and_works(rng, cnt, facts, occ, birth_year)
+    _draw_list_pages(rng, cnt, facts)
+    for label, of, cap in INVERSE_MENTIONS:
+        keep = _rank_in_group(facts.dst(of), rng) < cap
+        facts.add(label, facts.dst(of)[keep], facts.src(of)[keep])
+    return facts, occ
+
+
+def _draw_geography(rng, cnt: dict, facts: _Facts) -> np.ndarray:
+    """Countries, cities, rivers and universities; returns each city's country."""
+    C, Ci, R, U, Y = (cnt[t] for t in ("country", "city", "river", "university", "year"))
     city_country = np.concatenate([np.arange(C), rng.integers(0, C, Ci - C)])
     rng.shuffle(city_country)
     per_country = np.bincount(city_country, minlength=C)
     capital = np.argsort(city_country, kind="stable")[np.cumsum(per_country) - per_country]  # first city
-    fact("located in", np.arange(Ci), city_country)
-    fact("capital of", capital, np.arange(C))
-    fact("capital", np.arange(C), capital)
-    fact("demonym", np.arange(C), np.arange(C))
-    fact("demonym of", np.arange(C), np.arange(C))
+    facts.add("located in", np.arange(Ci), city_country)
+    facts.add("capital of", capital, np.arange(C))
+    facts.add("capital", np.arange(C), capital)
+    facts.add("demonym", np.arange(C), np.arange(C))
+    facts.add("demonym of", np.arange(C), np.arange(C))
     non_capital = np.setdiff1d(np.arange(Ci), capital)
     keep = _rank_in_group(city_country[non_capital], rng) < 3
-    fact("contains", city_country[non_capital][keep], non_capital[keep])
+    facts.add("contains", city_country[non_capital][keep], non_capital[keep])
     b_src = np.repeat(np.arange(C), rng.integers(1, 3, C))
     b_dst = (b_src + 1 + rng.integers(0, C - 1, len(b_src))) % C
-    fact("borders", *_dedupe_pairs(b_src, b_dst, C))
+    facts.add("borders", *_dedupe_pairs(b_src, b_dst, C))
     river_country = rng.integers(0, C, R)
     r_src = np.repeat(np.arange(R), rng.integers(1, 4, R))
     r_dst = _pick_in_group(city_country, C, river_country[r_src], rng)
-    r_src, r_dst = _dedupe_pairs(r_src, r_dst, Ci)
-    fact("rises in", np.arange(R), river_country)
-    fact("flows through", r_src, r_dst)
-    uni_city = rng.integers(0, Ci, U)
-    fact("situated in", np.arange(U), uni_city)
-    fact("established in year", np.arange(U), rng.integers(0, Y, U))
+    facts.add("rises in", np.arange(R), river_country)
+    facts.add("flows through", *_dedupe_pairs(r_src, r_dst, Ci))
+    facts.add("situated in", np.arange(U), rng.integers(0, Ci, U))
+    facts.add("established in year", np.arange(U), rng.integers(0, Y, U))
+    return city_country
 
-    # people
+
+def _draw_people(rng, cnt: dict, facts: _Facts, city_country: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """People's occupations, births, citizenship, schools, bands and employers; returns each
+    person's (occupation index, birth year as an index into the sorted years)."""
+    C, Ci, U, K, P, Bd, Y = (cnt[t] for t in ("country", "city", "university", "company", "person", "band", "year"))
     occ = np.concatenate([np.arange(len(OCCUPATIONS)), rng.choice(len(OCCUPATIONS), P - len(OCCUPATIONS),
                                                                   p=OCCUPATION_P)])
     rng.shuffle(occ)
-    by_occ = {o: np.flatnonzero(occ == i) for i, o in enumerate(OCCUPATIONS)}
+    by_occ = _by_occupation(occ)
     birth_city = rng.integers(0, Ci, P)
     citizen = np.where(rng.random(P) < 0.85, city_country[birth_city], rng.integers(0, C, P))
-    birth_year = rng.integers(0, max(1, int(Y * 0.75)), P)  # index into the sorted ``years``
-
-    def after_birth(person):  # a work or company dates from after its creator's birth
-        b = birth_year[person]
-        return b + 1 + (rng.random(len(b)) * (Y - 1 - b)).astype(np.int64)
-
-    fact("born in", np.arange(P), birth_city)
-    fact("born in year", np.arange(P), birth_year)
-    fact("citizen of", np.arange(P), citizen)
-    fact("nationality", np.arange(P), citizen)
+    birth_year = rng.integers(0, max(1, int(Y * 0.75)), P)
+    facts.add("born in", np.arange(P), birth_city)
+    facts.add("born in year", np.arange(P), birth_year)
+    facts.add("citizen of", np.arange(P), citizen)
+    facts.add("nationality", np.arange(P), citizen)
     edu = np.flatnonzero(rng.random(P) < 0.6)
-    fact("educated at", edu, rng.integers(0, U, len(edu)))
+    facts.add("educated at", edu, rng.integers(0, U, len(edu)))
     mus = by_occ["musician"]
     band_of = rng.integers(0, Bd, len(mus))
     band_of[: min(Bd, len(mus))] = rng.permutation(Bd)[: min(Bd, len(mus))]  # most bands get members
-    fact("member of", mus, band_of)
+    facts.add("member of", mus, band_of)
     emp = np.concatenate([by_occ["scientist"], by_occ["actor"][rng.random(len(by_occ["actor"])) < 0.3]])
     emp.sort()
-    fact("employed by", emp, rng.integers(0, K, len(emp)))
+    facts.add("employed by", emp, rng.integers(0, K, len(emp)))
+    return occ, birth_year
 
-    # organisations and works
-    fact("headquartered in", np.arange(K), rng.integers(0, Ci, K))
-    founders = by_occ["entrepreneur"][rng.integers(0, len(by_occ["entrepreneur"]), K)]
-    fact("founded by", np.arange(K), founders)
-    fact("founded in year", np.arange(K), after_birth(founders))
-    film_dir = by_occ["director"][rng.integers(0, len(by_occ["director"]), F)]
-    fact("directed by", np.arange(F), film_dir)
-    fact("produced by", np.arange(F), rng.integers(0, K, F))
-    fact("released in year", np.arange(F), after_birth(film_dir))
-    fact("filmed in", np.arange(F), rng.integers(0, Ci, F))
+
+def _draw_organisations_and_works(rng, cnt: dict, facts: _Facts, occ: np.ndarray, birth_year: np.ndarray) -> None:
+    """Companies, films, books and bands, each made by a person of the fitting occupation."""
+    Ci, K, P, F, B, Bd, Y = (cnt[t] for t in ("city", "company", "person", "film", "book", "band", "year"))
+    by_occ = _by_occupation(occ)
+    facts.add("headquartered in", np.arange(K), rng.integers(0, Ci, K))
+    founders = _pick(rng, by_occ["entrepreneur"], K)
+    facts.add("founded by", np.arange(K), founders)
+    facts.add("founded in year", np.arange(K), _year_after(rng, birth_year[founders], Y))
+    film_dir = _pick(rng, by_occ["director"], F)
+    facts.add("directed by", np.arange(F), film_dir)
+    facts.add("produced by", np.arange(F), rng.integers(0, K, F))
+    facts.add("released in year", np.arange(F), _year_after(rng, birth_year[film_dir], Y))
+    facts.add("filmed in", np.arange(F), rng.integers(0, Ci, F))
     s_src = np.repeat(np.arange(F), rng.integers(1, 4, F))
-    s_dst = by_occ["actor"][rng.integers(0, len(by_occ["actor"]), len(s_src))]
-    s_src, s_dst = _dedupe_pairs(s_src, s_dst, P)
-    fact("starring", s_src, s_dst)
-    book_author = by_occ["writer"][rng.integers(0, len(by_occ["writer"]), B)]
-    fact("written by", np.arange(B), book_author)
-    fact("published by", np.arange(B), rng.integers(0, K, B))
-    fact("published in year", np.arange(B), after_birth(book_author))
-    fact("set in", np.arange(B), rng.integers(0, Ci, B))
-    fact("formed in", np.arange(Bd), rng.integers(0, Ci, Bd))
-    fact("formed in year", np.arange(Bd), rng.integers(0, Y, Bd))
-    fact("signed to", np.arange(Bd), rng.integers(0, K, Bd))
+    s_dst = _pick(rng, by_occ["actor"], len(s_src))
+    facts.add("starring", *_dedupe_pairs(s_src, s_dst, P))
+    book_author = _pick(rng, by_occ["writer"], B)
+    facts.add("written by", np.arange(B), book_author)
+    facts.add("published by", np.arange(B), rng.integers(0, K, B))
+    facts.add("published in year", np.arange(B), _year_after(rng, birth_year[book_author], Y))
+    facts.add("set in", np.arange(B), rng.integers(0, Ci, B))
+    facts.add("formed in", np.arange(Bd), rng.integers(0, Ci, Bd))
+    facts.add("formed in year", np.arange(Bd), rng.integers(0, Y, Bd))
+    facts.add("signed to", np.arange(Bd), rng.integers(0, K, Bd))
 
-    # list pages: directors with at least two films (capped at the planned number)
-    n_films = np.bincount(film_dir, minlength=P)
-    prolific = np.flatnonzero(n_films >= 2)
+
+def _draw_list_pages(rng, cnt: dict, facts: _Facts) -> None:
+    """List pages ("List of films directed by X") for directors with at least two films, at most
+    the planned number of lists, and the edges between lists, directors and films."""
+    film_dir, P = facts.dst("directed by"), cnt["person"]
+    prolific = np.flatnonzero(np.bincount(film_dir, minlength=P) >= 2)
     listed = np.sort(rng.permutation(prolific)[: cnt["list"]])
     L = len(listed)
     list_of = np.full(P, -1)
     list_of[listed] = np.arange(L)
-    fact("filmography of", np.arange(L), listed)
-    fact("filmography", listed, np.arange(L))
+    facts.add("filmography of", np.arange(L), listed)
+    facts.add("filmography", listed, np.arange(L))
     in_list = np.flatnonzero(list_of[film_dir] >= 0)
-    fact("listed in", in_list, list_of[film_dir[in_list]])
-    fact("includes", list_of[film_dir[in_list]], in_list)
+    facts.add("listed in", in_list, list_of[film_dir[in_list]])
+    facts.add("includes", list_of[film_dir[in_list]], in_list)
 
-    # inverse mentions, capped per subject as an article would
-    def inverse(label, of, cap):
-        src, dst = facts[of][1], facts[of][3]
-        keep = _rank_in_group(dst, rng) < cap
-        fact(label, dst[keep], src[keep])
 
-    inverse("director of", "directed by", 3)
-    inverse("author of", "written by", 3)
-    inverse("founder of", "founded by", 3)
-    inverse("acted in", "starring", 3)
-    inverse("birthplace of", "born in", 2)
-    inverse("has member", "member of", 4)
+def _by_occupation(occ: np.ndarray) -> dict[str, np.ndarray]:
+    """Occupation name -> the people (local indices) who have it."""
+    return {o: np.flatnonzero(occ == i) for i, o in enumerate(OCCUPATIONS)}
 
-    # ----- names and ids
-    cnt["list"] = L
-    start, offset = 0, {}
-    for t in TYPES:
-        offset[t] = start
-        start += cnt[t]
-    N = start
-    G = max(10, int(1.5 * P ** 0.5))
-    S = max(20, P // 4)
-    n_words = C + Ci + R + U + K + F + B + Bd + G + S
-    words = names.make_words(n_words, rng)
-    w = iter(np.split(np.array(words, dtype=object), np.cumsum([C, Ci, R, U, K, F, B, Bd, G])))
-    country_w, city_w, river_w, uni_w, comp_w, film_w, book_w, band_w, given_w, sur_w = (list(x) for x in w)
 
-    titles: dict[str, list[str]] = {}
-    alias: dict[str, list[str]] = {}
-    ref: dict[str, list[str]] = {}
-    taken: set[str] = set()
-    titles["country"] = country_w
-    alias["country"] = [f"{COUNTRY_FORMS[i]} of {c}" for i, c in zip(rng.integers(0, 3, C), country_w)]
-    titles["nationality"] = [names.demonym(c) for c in country_w]
-    titles["city"] = city_w
-    taken.update(country_w, titles["nationality"], city_w, alias["country"])
+def _pick(rng, items: np.ndarray, n: int) -> np.ndarray:
+    """``n`` items drawn uniformly with replacement."""
+    return items[rng.integers(0, len(items), n)]
 
+
+def _year_after(rng, born: np.ndarray, n_years: int) -> np.ndarray:
+    """A year index after each birth-year index: a work or company postdates its creator's birth."""
+    return born + 1 + (rng.random(len(born)) * (n_years - 1 - born)).astype(np.int64)
+
+
+# ----- names
+
+@dataclass
+class _Names:
+    """Titles, aliases ('' for none) and sentence-initial references per type, local indices."""
+
+    titles: dict[str, list[str]]
+    alias: dict[str, list[str]]
+    ref: dict[str, list[str]]
+    given: np.ndarray | None = None  # each person's given-name index: people sharing one are namesakes
+    n_given: int = 0
+
+
+WORD_TYPES = ("country", "city", "river", "university", "company", "film", "book", "band")
+
+
+def _draw_names(rng, k: dict, cnt: dict, facts: _Facts, years: np.ndarray) -> _Names:
+    """Every entity's title (unique across the world), aliases and references."""
+    words = _draw_words(rng, cnt)
+    named, taken = _Names({}, {}, {}), set()
+    _name_places(rng, k, cnt, words, facts, named, taken)
+    _name_people(rng, cnt["person"], words, named, taken)
+    _name_companies(rng, k, cnt["company"], words, facts, named, taken)
+    _name_works(rng, k, cnt, words, named)
+    named.titles["year"] = [str(y) for y in years]
+    named.titles["list"] = [f"List of films directed by {named.titles['person'][p]}"
+                            for p in facts.dst("filmography of")]
+    return named
+
+
+def _draw_words(rng, cnt: dict) -> dict[str, list[str]]:
+    """Invented words, in one draw: one per entity of each ``WORD_TYPES`` type, then given names
+    and surnames for the people."""
+    P = cnt["person"]
+    sizes = [cnt[t] for t in WORD_TYPES] + [max(10, int(1.5 * P ** 0.5)), max(20, P // 4)]
+    words = names.make_words(sum(sizes), rng)
+    parts = np.split(np.array(words, dtype=object), np.cumsum(sizes[:-1]))
+    return dict(zip(WORD_TYPES + ("given", "surname"), (list(x) for x in parts)))
+
+
+def _name_places(rng, k: dict, cnt: dict, words: dict, facts: _Facts, named: _Names, taken: set) -> None:
+    """Countries (with an official-form alias), nationalities, cities, rivers and universities;
+    rivers and universities may borrow a city's name."""
+    C, R, U = cnt["country"], cnt["river"], cnt["university"]
+    country_w, city_w = words["country"], words["city"]
+    named.titles["country"] = country_w
+    named.alias["country"] = [f"{COUNTRY_FORMS[i]} of {c}" for i, c in zip(rng.integers(0, 3, C), country_w)]
+    named.titles["nationality"] = [names.demonym(c) for c in country_w]
+    named.titles["city"] = city_w
+    taken.update(country_w, named.titles["nationality"], city_w, named.alias["country"])
+
+    r_src, r_dst = facts.src("flows through"), facts.dst("flows through")
     first_city = np.full(R, -1)
     fr = _rank_in_group(r_src, rng) == 0
     first_city[r_src[fr]] = r_dst[fr]
     pref = [f"{city_w[c]} River" if c >= 0 and u < k["city_river_rate"] else None
             for c, u in zip(first_city, rng.random(R))]
-    titles["river"] = _first_unique(pref, [f"{x} River" for x in river_w], taken)
+    named.titles["river"] = _first_unique(pref, [f"{x} River" for x in words["river"]], taken)
     pref = [f"University of {city_w[c]}" if u < k["city_university_rate"] else None
-            for c, u in zip(uni_city, rng.random(U))]
-    fallback = [UNIVERSITY_TITLES[i].format(w=x) for i, x in zip(rng.integers(0, 3, U), uni_w)]
-    titles["university"] = _first_unique(pref, fallback, taken)
+            for c, u in zip(facts.dst("situated in"), rng.random(U))]
+    fallback = [UNIVERSITY_TITLES[i].format(w=x) for i, x in zip(rng.integers(0, 3, U), words["university"])]
+    named.titles["university"] = _first_unique(pref, fallback, taken)
 
-    codes = _unique_draws(rng, P, G * S)
-    given, sur = codes // S, codes % S
-    titles["person"] = [f"{given_w[g]} {sur_w[s]}" for g, s in zip(given, sur)]
+
+def _name_people(rng, n_people: int, words: dict, named: _Names, taken: set) -> None:
+    """Distinct (given name, surname) pairs; the initialled form is an alias where unambiguous."""
+    given_w, sur_w = words["given"], words["surname"]
+    codes = _unique_draws(rng, n_people, len(given_w) * len(sur_w))
+    given, sur = codes // len(sur_w), codes % len(sur_w)
+    named.titles["person"] = [f"{given_w[g]} {sur_w[s]}" for g, s in zip(given, sur)]
     initials = [f"{given_w[g][0]}. {sur_w[s]}" for g, s in zip(given, sur)]
-    dup = _duplicated(initials)
-    alias["person"] = ["" if d else a for a, d in zip(initials, dup)]
-    ref["person"] = [sur_w[s] for s in sur]
-    taken.update(titles["person"])
+    named.alias["person"] = ["" if d else a for a, d in zip(initials, _duplicated(initials))]
+    named.ref["person"] = [sur_w[s] for s in sur]
+    named.given, named.n_given = given, len(given_w)
+    taken.update(named.titles["person"])
 
-    suffix = rng.integers(0, len(COMPANY_SUFFIXES), K)
-    pref = [f"{ref['person'][f]} {COMPANY_SUFFIXES[s]}" if u < k["founder_company_rate"] else None
-            for f, s, u in zip(founders, suffix, rng.random(K))]
-    fallback = [f"{x} {COMPANY_SUFFIXES[s]}" for x, s in zip(comp_w, suffix)]
-    titles["company"] = _first_unique(pref, fallback, taken)
-    alias["company"] = [x if t == f else "" for x, t, f in zip(comp_w, titles["company"], fallback)]
-    titles["film"] = [FILM_TITLES[i].format(w=x) for i, x in zip(rng.integers(0, len(FILM_TITLES), F), film_w)]
-    titles["book"] = [BOOK_TITLES[i].format(w=x) for i, x in zip(rng.integers(0, len(BOOK_TITLES), B), book_w)]
+
+def _name_companies(rng, k: dict, n_companies: int, words: dict, facts: _Facts, named: _Names,
+                    taken: set) -> None:
+    """"<word> <suffix>", or "<founder's surname> <suffix>" with the word as the alias."""
+    suffix = rng.integers(0, len(COMPANY_SUFFIXES), n_companies)
+    pref = [f"{named.ref['person'][f]} {COMPANY_SUFFIXES[s]}" if u < k["founder_company_rate"] else None
+            for f, s, u in zip(facts.dst("founded by"), suffix, rng.random(n_companies))]
+    fallback = [f"{x} {COMPANY_SUFFIXES[s]}" for x, s in zip(words["company"], suffix)]
+    named.titles["company"] = _first_unique(pref, fallback, taken)
+    named.alias["company"] = [x if t == f else "" for x, t, f in zip(words["company"], named.titles["company"],
+                                                                     fallback)]
+
+
+def _name_works(rng, k: dict, cnt: dict, words: dict, named: _Names) -> None:
+    """Films, books and bands from title patterns; some bands get a very short name."""
+    F, B, Bd = cnt["film"], cnt["book"], cnt["band"]
+    named.titles["film"] = [FILM_TITLES[i].format(w=x)
+                            for i, x in zip(rng.integers(0, len(FILM_TITLES), F), words["film"])]
+    named.titles["book"] = [BOOK_TITLES[i].format(w=x)
+                            for i, x in zip(rng.integers(0, len(BOOK_TITLES), B), words["book"])]
     short = rng.random(Bd) < k["short_band_rate"]
     short[0] = True  # at least one very short name in every world
     short_w = iter(names.short_names(int(short.sum()), rng))
-    band_t = [BAND_TITLES[i].format(w=x) for i, x in zip(rng.integers(0, len(BAND_TITLES), Bd), band_w)]
-    titles["band"] = [next(short_w, t) if s else t for t, s in zip(band_t, short)]
-    short_kind = np.array([len(t) <= 3 for t in titles["band"]])
-    titles["year"] = [str(y) for y in years]
-    titles["list"] = [f"List of films directed by {titles['person'][p]}" for p in listed]
+    band_t = [BAND_TITLES[i].format(w=x) for i, x in zip(rng.integers(0, len(BAND_TITLES), Bd), words["band"])]
+    named.titles["band"] = [next(short_w, t) if s else t for t, s in zip(band_t, short)]
 
-    all_titles = [x for t in TYPES for x in titles[t]]
+
+# ----- global ids and the string pool
+
+@dataclass
+class _Layout:
+    """Global ids (contiguous per type, in ``TYPES`` order) and one string pool indexed by every
+    template field: titles [0, N), aliases [N, 2N), subject references [2N, 3N), occupation words."""
+
+    cnt: dict[str, int]
+    offset: dict[str, int]
+    n: int
+    pool: pa.Array
+    has_alias: np.ndarray
+    alias_mentionable: np.ndarray  # the alias may stand for the title in a mention
+    type_code: np.ndarray  # index into TYPES per entity
+    kind_code: np.ndarray  # index into KINDS per entity
+    gid: dict[str, tuple[np.ndarray, np.ndarray]]  # relation label -> (global src, global dst)
+
+    def ids(self, t: str) -> np.ndarray:
+        """The global ids of one type."""
+        return np.arange(self.offset[t], self.offset[t] + self.cnt[t])
+
+
+def _lay_out(cnt: dict, named: _Names, facts: _Facts) -> _Layout:
+    """Number the entities type by type and build the string pool; raises RuntimeError on a
+    duplicate title."""
+    offset, start = {}, 0
+    for t in TYPES:
+        offset[t] = start
+        start += cnt[t]
+    N = start
+    all_titles = [x for t in TYPES for x in named.titles[t]]
     if len(set(all_titles)) != N:
         raise RuntimeError("TinyWorld: duplicate titles generated (a bug in the name scheme)")
-    # One string pool: titles [0, N), aliases [N, 2N), subject references [2N, 3N), occupations.
-    alias_list = [a for t in TYPES for a in alias.get(t, [""] * cnt[t])]
-    ref_list = [r for t in TYPES for r in (ref["person"] if t == "person" else [_REF.get(t, "")] * cnt[t])]
+    alias_list = [a for t in TYPES for a in named.alias.get(t, [""] * cnt[t])]
+    ref_list = [r for t in TYPES for r in (named.ref["person"] if t == "person" else [_REF.get(t, "")] * cnt[t])]
     occ_words = [w_ for o in OCCUPATIONS for w_ in OCCUPATION_WORDS[o]]
     pool = pa.array(all_titles + alias_list + ref_list + occ_words, pa.string())
     has_alias = np.array([a != "" for a in alias_list])
     type_code = np.repeat(np.arange(len(TYPES)), [cnt[t] for t in TYPES])
     # "lies in Republic of Velor" reads wrong without an article; countries keep their alias for leads
     alias_types = np.isin(np.arange(len(TYPES)), [TYPES.index(t) for t in ALIAS_MENTION_TYPES])
-    alias_mentionable = has_alias & alias_types[type_code]
     kind_code = np.zeros(N, dtype=np.int8)
     for t in ("year", "list", "nationality"):
         kind_code[offset[t]:offset[t] + cnt[t]] = KINDS.index(t)
-    kind_code[offset["band"]:offset["band"] + Bd][short_kind] = KINDS.index("short")
+    short_kind = np.array([len(t) <= 3 for t in named.titles["band"]])
+    kind_code[offset["band"]:offset["band"] + cnt["band"]][short_kind] = KINDS.index("short")
     gid = {lbl: (src + offset[dt], dst + offset[rt]) for lbl, (dt, src, rt, dst) in facts.items()}
+    return _Layout(cnt, offset, N, pool, has_alias, has_alias & alias_types[type_code], type_code, kind_code, gid)
 
-    # ----- articles (fields are indices into ``pool``)
-    doc = _Doc(rng, pool)
 
-    def subject(src):
-        return np.where(rng.random(len(src)) < 0.5, src, 2 * N + src)
+# ----- articles (template fields are indices into the layout's pool)
 
-    def mention(dst):
-        use_alias = (rng.random(len(dst)) < k["alias_mention_rate"]) & alias_mentionable[dst]
-        return np.where(use_alias, N + dst, dst)
+class _Writer:
+    """Adds sentences to a ``_Doc``, drawing how each names its subject and the entity it mentions."""
 
-    occ_first = np.cumsum([0] + [len(OCCUPATION_WORDS[o]) for o in OCCUPATIONS])[:-1]
-    n_words_o = np.array([len(OCCUPATION_WORDS[o]) for o in OCCUPATIONS])
-    occ_at = 3 * N + occ_first[occ] + (rng.random(P) * n_words_o[occ]).astype(np.int64)
+    def __init__(self, rng: np.random.Generator, layout: _Layout, alias_mention_rate: float):
+        self.rng, self.layout, self.alias_mention_rate = rng, layout, alias_mention_rate
+        self.doc = _Doc(rng, layout.pool)
 
+    def subject(self, src: np.ndarray) -> np.ndarray:
+        """The subject's title or its reference ("The film", a person's surname), half and half."""
+        return np.where(self.rng.random(len(src)) < 0.5, src, 2 * self.layout.n + src)
+
+    def mention(self, dst: np.ndarray) -> np.ndarray:
+        """A mention of ``dst``: its title, or at ``alias_mention_rate`` its alias where one may stand in."""
+        use_alias = (self.rng.random(len(dst)) < self.alias_mention_rate) & self.layout.alias_mentionable[dst]
+        return np.where(use_alias, self.layout.n + dst, dst)
+
+
+def _write_articles(rng, k: dict, layout: _Layout, occ: np.ndarray, named: _Names) -> _Doc:
+    """Every sentence of every article: leads, fact sentences, year pages, distractors."""
+    w = _Writer(rng, layout, k["alias_mention_rate"])
+    occ_at = _occupation_words(rng, occ, layout.n)
+    _write_leads(w, occ_at)
+    _write_fact_sentences(w)
+    _write_year_pages(w)
+    _write_distractors(w, k, named)
+    return w.doc
+
+
+def _occupation_words(rng, occ: np.ndarray, n: int) -> np.ndarray:
+    """Pool index of one word for each person's occupation ("novelist" or "writer" for a writer)."""
+    n_words = np.array([len(OCCUPATION_WORDS[o]) for o in OCCUPATIONS])
+    first = np.cumsum(np.append(0, n_words))[:-1]
+    return 3 * n + first[occ] + (rng.random(len(occ)) * n_words[occ]).astype(np.int64)
+
+
+def _write_leads(w: _Writer, occ_at: np.ndarray) -> None:
+    """Paragraph 0's opening sentence, stating the type (and the lead relation, for the types with one)."""
+    lay = w.layout
     for t in TYPES:
-        ids = np.arange(offset[t], offset[t] + cnt[t])
+        ids = lay.ids(t)
         if len(ids) == 0:
             continue
-        fields = {"T": ids, "A": N + ids, "occ": occ_at if t == "person" else None}
+        fields = {"T": ids, "A": lay.n + ids, "occ": occ_at if t == "person" else None}
         lead_rel = LEAD_RELATION.get(t)
         dst = None
         if lead_rel:
-            src, dst = gid[lead_rel]
+            src, dst = lay.gid[lead_rel]
             assert np.array_equal(src, ids)  # lead relations are functional and total
-            fields["O"] = mention(dst)
+            fields["O"] = w.mention(dst)
         rel = RELATION_INDEX[lead_rel] if lead_rel else -1
         templates = RELATIONS[rel].templates if lead_rel else LEADS[t]
-        with_alias = has_alias[ids] & (t in LEADS_WITH_ALIAS)
+        with_alias = lay.has_alias[ids] & (t in LEADS_WITH_ALIAS)
         for mask, tpl in ((~with_alias, templates), (with_alias, LEADS_WITH_ALIAS.get(t, ()))):
             idx = np.flatnonzero(mask)
             if len(idx):
                 sub = {f: v[idx] for f, v in fields.items() if v is not None}
-                doc.add(tpl, ids[idx], 0, 0, sub, None if dst is None else dst[idx], rel)
+                w.doc.add(tpl, ids[idx], 0, 0, sub, None if dst is None else dst[idx], rel)
 
+
+def _write_fact_sentences(w: _Writer) -> None:
+    """One sentence per fact in its subject's article; later objects of a relation use ``more``."""
     for i, r in enumerate(RELATIONS):
         if r.label in LEAD_RELATION.values():
             continue
-        src, dst = gid[r.label]
-        rank = _rank_in_group(src, rng) if not r.functional else np.zeros(len(src), np.int64)
+        src, dst = w.layout.gid[r.label]
+        rank = _rank_in_group(src, w.rng) if not r.functional else np.zeros(len(src), np.int64)
         for first, tpl in ((True, r.templates), (False, r.more or r.templates)):
             idx = np.flatnonzero((rank == 0) == first)
             if len(idx) == 0:
                 continue
             s, d = src[idx], dst[idx]
-            fields = {"S": subject(s), "T": s, "O": mention(d)}
-            doc.add(tpl, s, r.paragraph, 10 * (i + 1) + np.minimum(rank[idx], 9), fields, d, i)
+            fields = {"S": w.subject(s), "T": s, "O": w.mention(d)}
+            w.doc.add(tpl, s, r.paragraph, 10 * (i + 1) + np.minimum(rank[idx], 9), fields, d, i)
 
-    # year pages: the first films released that year, mentioned without a labelled edge
-    f_src, f_year = gid["released in year"]
-    keep = _rank_in_group(f_year, rng) < 2
-    doc.add(YEAR_EVENTS, f_year[keep], 0, 1000, {"T": f_year[keep], "O": mention(f_src[keep])}, f_src[keep])
 
-    # distractors on real articles: a namesake or same-type look-alike, an unrelated mention, a filler
-    real = np.concatenate([np.arange(offset[t], offset[t] + cnt[t]) for t in REAL_TYPES])
-    other = _pick_in_group(type_code, len(TYPES), type_code[real], rng)
-    is_person = (real >= offset["person"]) & (real < offset["person"] + P)
-    people = real[is_person] - offset["person"]
-    other[is_person] = _pick_in_group(given, G, given[people], rng) + offset["person"]
+def _write_year_pages(w: _Writer) -> None:
+    """Year pages mention the first films released that year, without a labelled edge."""
+    f_src, f_year = w.layout.gid["released in year"]
+    keep = _rank_in_group(f_year, w.rng) < 2
+    w.doc.add(YEAR_EVENTS, f_year[keep], 0, 1000, {"T": f_year[keep], "O": w.mention(f_src[keep])}, f_src[keep])
+
+
+def _write_distractors(w: _Writer, k: dict, named: _Names) -> None:
+    """On real articles: a namesake or same-type look-alike, an unrelated mention, a filler."""
+    lay, rng = w.layout, w.rng
+    real = np.concatenate([lay.ids(t) for t in REAL_TYPES])
+    other = _pick_in_group(lay.type_code, len(TYPES), lay.type_code[real], rng)
+    is_person = (real >= lay.offset["person"]) & (real < lay.offset["person"] + lay.cnt["person"])
+    people = real[is_person] - lay.offset["person"]
+    other[is_person] = _pick_in_group(named.given, named.n_given, named.given[people], rng) + lay.offset["person"]
     ok = (other != real) & (rng.random(len(real)) < k["confusion_rate"])
     s, d = real[ok], other[ok]
-    doc.add(CONFUSIONS, s, 1, 5000, {"S": subject(s), "O": mention(d)}, d)
+    w.doc.add(CONFUSIONS, s, 1, 5000, {"S": w.subject(s), "O": w.mention(d)}, d)
     pick = real[rng.integers(0, len(real), len(real))]
     ok = (pick != real) & (rng.random(len(real)) < k["comparison_rate"])
     s, d = real[ok], pick[ok]
-    doc.add(COMPARISONS, s, 1, 5001, {"S": subject(s), "T": s, "O": mention(d)}, d)
-    doc.add(FILLERS, real, 1, 5002, {"S": subject(real), "T": real})
+    w.doc.add(COMPARISONS, s, 1, 5001, {"S": w.subject(s), "T": s, "O": w.mention(d)}, d)
+    w.doc.add(FILLERS, real, 1, 5002, {"S": w.subject(real), "T": real})
 
+
+# ----- tables
+
+def _tables(lay: _Layout, doc: _Doc) -> dict[str, pa.Table]:
+    """The World's tables from the laid-out entities and the written articles."""
     passages, anchors, (e_src, e_dst, e_rel) = doc.assemble()
-    key = np.sort((e_src * N + e_dst) * len(RELATIONS) + e_rel)
-    key = key[np.append(True, key[1:] != key[:-1])]  # one edge per (src, dst, relation)
-    e_rel, rest = key % len(RELATIONS), key // len(RELATIONS)
+    N, pool = lay.n, lay.pool
+    with_alias = np.flatnonzero(lay.has_alias)
+    return {
+        "entities": pa.table({
+            "entity_id": np.arange(N, dtype=np.int64), "title": pool.slice(0, N),
+            "type": pa.array(TYPES).take(pa.array(lay.type_code)),
+            "kind": pa.array(KINDS).take(pa.array(lay.kind_code)),
+            "source": pa.repeat(pa.scalar(SOURCE), N)}),
+        "passages": pa.table({"passage_id": np.arange(len(passages["entity_id"]), dtype=np.int64),
+                              "entity_id": passages["entity_id"], "paragraph": passages["paragraph"],
+                              "text": passages["text"]}),
+        "anchors": pa.table(anchors),
+        "relations": pa.table({"label": [r.label for r in RELATIONS], "domain": [r.domain for r in RELATIONS],
+                               "range": [r.range for r in RELATIONS],
+                               "functional": [r.functional for r in RELATIONS]}),
+        "edges": _edge_table(e_src, e_dst, e_rel, N),
+        "aliases": pa.table({"entity_id": with_alias.astype(np.int64),
+                             "alias": pool.take(pa.array(N + with_alias))}),
+    }
+
+
+def _edge_table(src: np.ndarray, dst: np.ndarray, rel: np.ndarray, n: int) -> pa.Table:
+    """One edge per (src, dst, relation), sorted by src, dst, relation index."""
+    key = np.sort((src * n + dst) * len(RELATIONS) + rel)
+    key = key[np.append(True, key[1:] != key[:-1])]
+    rel, rest = key % len(RELATIONS), key // len(RELATIONS)
     labels = pa.array([r.label for r in RELATIONS], pa.string())
-    edges = pa.table({"src": rest // N, "dst": rest % N, "relation": labels.take(pa.array(e_rel)),
-                      "source": pa.repeat(pa.scalar(SOURCE), len(key))})
-    entities = pa.table({
-        "entity_id": np.arange(N, dtype=np.int64), "title": pool.slice(0, N),
-        "type": pa.array(TYPES).take(pa.array(type_code)),
-        "kind": pa.array(KINDS).take(pa.array(kind_code)),
-        "source": pa.repeat(pa.scalar(SOURCE), N)})
-    passages = pa.table({"passage_id": np.arange(len(passages["entity_id"]), dtype=np.int64),
-                         "entity_id": passages["entity_id"], "paragraph": passages["paragraph"],
-                         "text": passages["text"]})
-    anchors = pa.table(anchors)
-    relations = pa.table({"label": [r.label for r in RELATIONS], "domain": [r.domain for r in RELATIONS],
-                          "range": [r.range for r in RELATIONS],
-                          "functional": [r.functional for r in RELATIONS]})
-    with_alias = np.flatnonzero(has_alias)
-    aliases = pa.table({"entity_id": with_alias.astype(np.int64), "alias": pool.take(pa.array(N + with_alias))})
-    return World(seed, entities, passages, anchors, relations, edges, aliases,
-                 seconds=time.perf_counter() - t0)
+    return pa.table({"src": rest // n, "dst": rest % n, "relation": labels.take(pa.array(rel)),
+                     "source": pa.repeat(pa.scalar(SOURCE), len(key))})
 
 
 def _unique_draws(rng: np.random.Generator, n: int, high: int) -> np.ndarray:

@@ -304,32 +304,33 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def bench_walks(args) -> dict:
+def bench_walks(edges: int = 1_000_000, walks: int | None = None, seed: int = 0, per_hop: int = 200,
+                sql: int | None = None) -> dict:
     """``workbench bench walks --edges N``: 3-hop walks per second of the CSR walker, a per-hop
-    DuckDB query loop and a set-based DuckDB SQL walk on one synthetic graph, with their ratios.
+    DuckDB query loop and a set-based DuckDB SQL walk on one synthetic graph of ``edges`` edges,
+    with their ratios.
 
     The CSR graph is built from the same DuckDB table the SQL designs read (``from_store``-style);
-    build times are not counted, walks are. The per-hop loop times ``per_hop`` walks (default 200)
-    and extrapolates the rate; the set-based SQL walk is ``sql_walks(method='csr')``, the faster
-    of its two designs (the window design joins every out-edge of hub nodes: about 20x slower
-    at 1M edges), so the ratio is against the strongest SQL baseline. ``args``: edges, walks (CSR walks, default
-    max(10**6, edges)), seed; optional per_hop, sql_walks.
+    build times are not counted, walks are. ``walks`` CSR walks are timed (default
+    max(10**6, edges)); the per-hop loop times ``per_hop`` walks and extrapolates the rate; the
+    set-based SQL walk times ``sql`` walks (default edges // 5, within 1,000-200,000) with
+    ``sql_walks(method='csr')``, the faster of its two designs (the window design joins every
+    out-edge of hub nodes: about 20x slower at 1M edges), so the ratio is against the strongest
+    SQL baseline.
 
     Example:
-        >>> import argparse
-        >>> r = bench_walks(argparse.Namespace(edges=20000, walks=20000, seed=0, per_hop=20, sql_walks=2000))
+        >>> r = bench_walks(edges=20000, walks=20000, seed=0, per_hop=20, sql=2000)
         >>> sorted(r)[:3]
         ['csr_vs_per_hop', 'csr_vs_sql', 'csr_walks_per_s']
     """
     import duckdb
 
-    hops, seed = 3, int(getattr(args, "seed", 0) or 0)
-    n_edges = int(args.edges)
+    hops, n_edges = 3, int(edges)
     if n_edges < 1:
-        raise ValueError(f"--edges: expected a positive number of edges, got {n_edges}")
-    n_csr = int(getattr(args, "walks", None) or max(10**6, n_edges))
-    n_hop = int(getattr(args, "per_hop", None) or 200)
-    n_sql = int(getattr(args, "sql_walks", None) or min(200_000, max(n_edges // 5, 1000)))
+        raise ValueError(f"edges: expected a positive number of edges, got {n_edges}")
+    n_csr = int(walks or max(10**6, n_edges))
+    n_hop = int(per_hop)
+    n_sql = int(sql or min(200_000, max(n_edges // 5, 1000)))
 
     src, dst, rel, n_nodes = synthetic_edges(n_edges, seed)
     con = duckdb.connect(":memory:")

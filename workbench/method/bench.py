@@ -1,28 +1,50 @@
-"""``workbench bench loop``: the method's speed figures (issue 4).
+"""``workbench bench loop`` and ``workbench bench rollout``: the method's speed figures (issues 3-4).
+
+``bench_loop``:
 
 * ``path_support_per_s``: trajectories/s scored by Eq. 9 against the precomputed G_t index (M per
   step, S_path, pass flag); goal >= 10,000 on CPU. ``extract_and_score_per_s`` adds Eq. 8's
   deterministic extraction from queries and retrieved entities.
 * ``writeback_per_s``: evidence records/s merged by verified write-back (section 3.4, one
   transaction, set-based); goal >= 10,000.
+* ``overhead_vs_search_r1``: a CoEvoKG round's time over a Search-R1 round's.
 
 Synthetic inputs (ours, seeded): a pool of 3-entity chains over a world of named entities, each
 node carrying its passage, and trajectories that follow a chain, take a shortcut, or wander.
+
+``bench_rollout``: for each batch size, (1) generated tokens/s of one sampled turn (temperature
+0.6, top-p 0.95, ``rollout.max_new_tokens`` new tokens, KV cache, HF backend) and (2) questions/s
+of full multi-turn rollouts (``method.rollout.rollout``, one sample per question, the preset's
+turn and length limits) against the real ``SearchTool`` over a TinyWorld store (``db``, or a
+world built in memory when there is none). The model is randomly initialised (a speed figure does
+not need a trained model; pass ``model`` to time a trained one instead). A random model almost
+never writes ``</search>``, so the retrieval share measured in its rollouts is near 0 and says
+little; the bench therefore also reports ``retrieval_share_if_every_row_searches``: the time of
+one batched search for every row divided by (that time + one generated turn), at each batch size,
+which is the share a model that searches in every turn would see. ``threads`` sets torch's CPU
+threads: on a loaded machine, 2 threads spin against other processes and can be 10x slower than 1.
 
 Example:
     >>> r = bench_path_support(n_chains=200, n_trajectories=2000, seed=0)
     >>> r["trajectories"], r["path_support_per_s"] > 0
     (2000, True)
+    >>> r = bench_rollout(preset="smoke", batch_sizes=[1])  # doctest: +SKIP
+    >>> sorted(r)[:3]  # doctest: +SKIP
+    ['backbone', 'batch_sizes', 'model']
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
+DEFAULT_BATCH_SIZES = (1, 4, 16, 32, 64, 256)
 
-def _world(n_chains: int, seed: int):
+
+def _synthetic_pool(n_chains: int, seed: int):
     """Entity titles, chains (entity id triples) and node passages naming the next entity."""
     rng = np.random.default_rng(seed)
     n_entities = max(3 * n_chains // 2, 10)
@@ -35,7 +57,7 @@ def bench_path_support(n_chains: int = 5000, n_trajectories: int = 20000, seed: 
     """Build the G_t index for ``n_chains`` chains, then extract and score ``n_trajectories`` paths."""
     from workbench.method.path_support import EvidenceGraph, Record, extract_path
 
-    rng, titles, chains = _world(n_chains, seed)
+    rng, titles, chains = _synthetic_pool(n_chains, seed)
     records = [Record(c, [(c[i], f"{titles[c[i]]} is linked to {titles[c[i + 1]]}.") for i in range(2)]
                       + [(c[2], f"{titles[c[2]]} is a place.")]) for c in chains]
     t0 = time.perf_counter()
@@ -74,7 +96,7 @@ def bench_writeback(n_chains: int = 2000, n_items: int = 4000, seed: int = 0) ->
     from workbench.kg.pool import chain_hash
     from workbench.method.memory import ChainView, RetrievedPassage, WriteBackItem, write_back
 
-    rng, titles, chains = _world(n_chains, seed)
+    rng, titles, chains = _synthetic_pool(n_chains, seed)
     con = store.connect(":memory:")
     con.register("_e", pd.DataFrame({"entity_id": list(titles), "title": list(titles.values())}))
     con.execute("INSERT INTO entities SELECT entity_id, title, 'thing', 'entity', 'bench' FROM _e")
@@ -113,27 +135,143 @@ def bench_writeback(n_chains: int = 2000, n_items: int = 4000, seed: int = 0) ->
 def bench_overhead(db, preset: str = "smoke", rounds: int = 1, model=None) -> dict:
     """CoEvoKG's round time over a Search-R1 round with the same solver rollouts (one store, one
     base, the same seed). Validation is excluded: both methods pay it equally."""
+    from workbench import store
     from workbench.method.train import train
 
-    seconds = {}
-    for method in ("search_r1", "coevokg"):
-        rows = train(db, run=f"bench-{method}", method=method, preset=preset, steps=rounds, model=model,
-                     progress=False, log=None)
-        seconds[method] = sum(v for r in rows for k, v in r.items()
-                              if k.startswith("time_") and k != "time_validation") / len(rows)
+    con = store.connect(db)  # one connection, so an in-memory store is shared by both methods
+    try:
+        seconds = {}
+        for method in ("search_r1", "coevokg"):
+            rows = train(con, run=f"bench-{method}", method=method, preset=preset, steps=rounds, model=model,
+                         progress=False, log=None)
+            seconds[method] = sum(v for r in rows for k, v in r.items()
+                                  if k.startswith("time_") and k != "time_validation") / len(rows)
+    finally:
+        con.close()
     return {"coevokg_round_s": seconds["coevokg"], "search_r1_round_s": seconds["search_r1"],
             "overhead_vs_search_r1": seconds["coevokg"] / seconds["search_r1"]}
 
 
-def bench_loop(args) -> dict:
+def bench_loop(db: str = ":memory:", preset: str = "smoke") -> dict:
     """``workbench bench loop --preset P --db PATH``: CoEvoKG's per-round time relative to a Search-R1
-    round with the same number of solver rollouts, path-support scoring rate, write-back rate."""
-    from workbench import paths
+    round with the same number of solver rollouts (trained in the store ``db``, which gets the
+    preset's world when empty), path-support scoring rate, write-back rate.
 
+    Example:
+        >>> r = bench_loop(preset="smoke")  # doctest: +SKIP
+        >>> sorted(r)[:2]  # doctest: +SKIP
+        ['coevokg_round_s', 'overhead_vs_search_r1']
+    """
     ps = bench_path_support()
     wb = bench_writeback()
-    preset = getattr(args, "preset", None) or "smoke"
-    db = getattr(args, "db", None) or str(paths.default_db(preset))
     overhead = bench_overhead(db, preset)
     return {**overhead, "path_support_per_s": ps["path_support_per_s"], "writeback_per_s": wb["writeback_per_s"],
             "preset": preset, "path_support": ps, "writeback": wb}
+
+
+# ----------------------------------------------------------------------------- rollout speed
+
+def bench_rollout(preset: str = "tiny", db: str | None = None, model: str | None = None,
+                  threads: int | None = None, batch_sizes=DEFAULT_BATCH_SIZES) -> dict:
+    """Tokens/s and questions/s by batch size, and the share of rollout time spent searching
+    (see the module docstring); ``db``: a store with a world (default: one built in memory).
+
+    Example: see the module docstring.
+    """
+    import torch
+
+    from workbench.config import preset as get_preset
+    from workbench.policy import protocol
+    from workbench.search.tool import SearchTool
+
+    cfg = get_preset(preset)
+    if threads:
+        torch.set_num_threads(int(threads))  # on a shared 2-core machine 1 thread avoids spinning
+    sizes = [int(b) for b in batch_sizes]
+    con, source = _store_with_world(db, preset, cfg.world.seed)
+    policy, model_name = _policy(cfg, con, model)
+    tool = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk, cache=False)
+    questions = [q for (q,) in con.execute(
+        "SELECT question FROM questions ORDER BY question_id LIMIT ?", [max(sizes)]).fetchall()]
+    if not questions:
+        raise ValueError(f"bench rollout: the store {source} has no questions")
+    questions = (questions * (max(sizes) // len(questions) + 1))[:max(sizes)]
+    r = cfg.rollout
+    prompts = [policy.encode(policy.chat_prompt(protocol.solver_user_message(q))) for q in questions]
+    policy.generate_ids(prompts[:2], max_new_tokens=4, temperature=r.temperature, top_p=r.top_p)  # warm-up
+
+    out = {"batch_sizes": sizes, "tokens_per_s": [], "questions_per_s": [],
+           "retrieval_share_if_every_row_searches": []}
+    gen_total = search_total = 0.0
+    for b in sizes:
+        timed, trajs = _time_batch(cfg, policy, tool, prompts[:b], questions[:b])
+        for key, value in timed.items():
+            out[key].append(value)
+        print(f"bench rollout: batch {b}: {out['tokens_per_s'][-1]} tokens/s, "
+              f"{out['questions_per_s'][-1]} questions/s", file=sys.stderr, flush=True)
+        gen_total += sum(t.gen_seconds for t in trajs)
+        search_total += sum(t.search_seconds for t in trajs)
+    con.close()
+    out["retrieval_share"] = round(search_total / (gen_total + search_total), 4) if gen_total else None
+    out.update({
+        "model": model_name, "params": sum(p.numel() for p in policy.model.parameters()),
+        "backbone": f"hidden {cfg.backbone.hidden_size}, layers {cfg.backbone.layers}, vocab {len(policy.tokenizer)}",
+        "store": source, "index": cfg.search.index, "torch_threads": torch.get_num_threads(),
+        "max_new_tokens": r.max_new_tokens, "max_turns": r.max_turns, "preset": preset,
+    })
+    return out
+
+
+def _time_batch(cfg, policy, tool, prompts: list, questions: list[str]) -> tuple[dict, list]:
+    """One batch: a generated turn (tokens/s), one search per row (its share of search + turn),
+    full rollouts (questions/s). Returns those figures and the rollouts' trajectories."""
+    from workbench.method.rollout import rollout
+    from workbench.policy import protocol
+
+    r, b = cfg.rollout, len(questions)
+    start = time.perf_counter()
+    gens = policy.generate_ids(prompts, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+                               top_p=r.top_p, stop=protocol.STOP_STRINGS, seed=0)
+    turn_s = time.perf_counter() - start
+    start = time.perf_counter()
+    tool.search(questions, cfg.search.topk)
+    search_s = time.perf_counter() - start
+    start = time.perf_counter()
+    trajs = rollout(policy, tool, questions, 1, max_turns=r.max_turns, topk=cfg.search.topk,
+                    temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
+                    max_total_tokens=r.max_total_tokens, seed=0)
+    return {"tokens_per_s": round(sum(len(g.token_ids) for g in gens) / turn_s, 1),
+            "retrieval_share_if_every_row_searches": round(search_s / (search_s + turn_s), 4),
+            "questions_per_s": round(b / (time.perf_counter() - start), 3)}, trajs
+
+
+def _store_with_world(db: str | None, preset: str, seed: int):
+    """An open store with a world and a description of it: ``db`` when it holds passages, else a
+    TinyWorld of ``preset`` built in memory."""
+    from workbench import store
+
+    if db and Path(db).exists():
+        con = store.connect(db, read_only=True)
+        if con.execute("SELECT count(*) FROM passages").fetchone()[0]:
+            return con, db
+        con.close()
+    from workbench.kg.tinyworld import build_world
+
+    con = store.connect(":memory:")
+    build_world(con, preset=preset, seed=seed)
+    why = f"{db} has no passages" if db else "no store given"
+    return con, f":memory: (TinyWorld, preset {preset}, built because {why})"
+
+
+def _policy(cfg, con, model: str | None):
+    """The model to time: ``model`` loaded, else a randomly initialised tiny model with a tokenizer
+    trained on the store's passages."""
+    from workbench.policy import protocol
+    from workbench.policy.model import Policy, tiny_model
+    from workbench.policy.tokenizer import train_tokenizer
+
+    if model:
+        return Policy.load(model, device="cpu"), model
+    texts = [t for (t,) in con.execute("SELECT text FROM passages ORDER BY passage_id LIMIT 20000").fetchall()]
+    tok = train_tokenizer([protocol.SOLVER_INSTRUCTION, *texts], cfg.backbone.vocab_size)
+    return Policy(tiny_model(cfg.backbone, tok, cfg.backbone.seed), tok, device="cpu"), "random init (tiny_model)"

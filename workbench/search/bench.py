@@ -25,7 +25,6 @@ import re
 import time
 
 from workbench import store
-from workbench.commands import db_path
 from workbench.scoring import normalize_answer
 
 
@@ -85,39 +84,45 @@ def speed(tool, queries: list[str], batch: int = 256, k: int = 3) -> dict:
             "batched_vs_single": single / batched}
 
 
-def bench_retrieval(args) -> dict:
-    """Speed and recall@3 of BM25 and dense retrieval over the store at ``--db`` (see module doc).
+def bench_retrieval(db: str = ":memory:", preset: str = "tiny", batch: int = 256, threads: int | None = None) -> dict:
+    """Speed and recall@3 of BM25 and dense retrieval over the store ``db`` (see module doc).
 
-    An empty store first gets the ``--preset`` TinyWorld (``build_world``). Raises ValueError
-    when the store has passages but no TinyWorld single-hop questions.
+    An empty store first gets the ``preset`` TinyWorld (``build_world``), so the default builds
+    one in memory. ``batch``: queries per batched call; ``threads``: torch's CPU threads (default:
+    torch's). Raises ValueError when the store has passages but no TinyWorld single-hop questions.
+
+    Example:
+        >>> r = bench_retrieval(preset="smoke", batch=16)  # doctest: +SKIP
+        >>> r["bm25"]["recall_at_3"] > 0  # doctest: +SKIP
+        True
     """
     from workbench.search.tool import SearchTool
 
-    con = store.connect(db_path(args))
+    con = store.connect(db)
     try:
         built = None
         if con.execute("SELECT count(*) FROM passages").fetchone()[0] == 0:
             from workbench.kg.tinyworld import build_world
 
-            built = build_world(con, preset=getattr(args, "preset", None) or "tiny")
+            built = build_world(con, preset=preset)
         questions = single_hop_questions(con)
         if not questions:
-            raise ValueError(f"{db_path(args)} holds no 'tinyworld' single_hop questions: "
+            raise ValueError(f"{db} holds no 'tinyworld' single_hop questions: "
                              "build the world first (`workbench world build`)")
         import torch
 
-        if getattr(args, "threads", None):
-            torch.set_num_threads(int(args.threads))
+        if threads:
+            torch.set_num_threads(int(threads))
         # Thread count and load make CPU figures interpretable: on a shared, busy machine a
         # multi-threaded single-query encode mostly waits for its threads.
-        out = {"db": db_path(args), "single_hop_questions": len(questions),
+        out = {"db": db, "single_hop_questions": len(questions),
                "torch_threads": torch.get_num_threads(), "load_avg_1min": os.getloadavg()[0],
                "built_world": built is not None}
         for kind in ("bm25", "dense"):
             t0 = time.perf_counter()
             tool = SearchTool(con, index=kind, topk=3)
             result = {"open_seconds": time.perf_counter() - t0}
-            result.update(speed(tool, [q for q, _, _ in questions], batch=getattr(args, "batch", 256)))
+            result.update(speed(tool, [q for q, _, _ in questions], batch=batch))
             result.update(recall(tool, questions, k=3))
             out[kind] = result
         out["passages"] = len(tool.corpus)

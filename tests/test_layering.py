@@ -1,0 +1,123 @@
+"""The package's layering: nothing imports a module of a higher layer (issue 11, ARCHITECTURE.md).
+
+Every module of ``workbench/`` is parsed with ``ast``; its ``workbench.*`` imports (at module
+level and inside functions) are resolved to modules and each arrow is checked against ``LAYERS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import workbench
+
+PACKAGE = Path(workbench.__file__).parent
+
+# Low to high; a module may import its own layer and those below. The key is the name's first part
+# below ``workbench`` ("workbench" itself for the package's __init__).
+LAYERS = (
+    {"workbench", "paths", "scoring", "config"},                          # pure helpers
+    {"store"},                                                            # the DuckDB store
+    {"kg", "search", "policy"},                                           # knowledge, retrieval, models
+    {"method"},                                                           # the paper's method
+    {"evaluate", "figures", "batch", "paper", "qa_import", "notebook"},   # faces over the method
+    {"commands", "cli"},                                                  # the `workbench` command
+)
+
+# Upward arrows that exist today: being removed (issue 11). Each must still exist, so the set
+# shrinks as they go; a new upward arrow fails test_no_module_imports_a_higher_layer.
+KNOWN_UPWARD = {
+    ("workbench.method.train", "workbench.evaluate"),
+    ("workbench.policy.warmstart", "workbench.evaluate"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str) -> str:
+    """The module an imported name lives in: ``workbench.kg.pool.build_pool`` -> ``workbench.kg.pool``."""
+    while name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _imports(module: str) -> set[str]:
+    """The workbench modules ``module`` imports, anywhere in its source.
+
+    Example: ``from workbench import config, store`` gives ``workbench.config`` and ``workbench.store``.
+    """
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: climb from this module's package
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names |= {f"{base}.{a.name}" for a in node.names}
+    return {_resolve(n) for n in names if n == "workbench" or n.startswith("workbench.")}
+
+
+def _layer(module: str) -> int:
+    key = module.split(".")[1] if "." in module else module
+    for i, layer in enumerate(LAYERS):
+        if key in layer:
+            return i
+    raise KeyError(f"{module}: in no layer of tests/test_layering.py LAYERS; place it there")
+
+
+ARROWS = {(m, dep) for m in MODULES for dep in _imports(m) if dep != m}
+UPWARD = {(m, dep) for m, dep in ARROWS if _layer(dep) > _layer(m)}
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        _layer(module)
+
+
+def test_no_module_imports_a_higher_layer():
+    new = sorted(UPWARD - KNOWN_UPWARD)
+    assert not new, "upward imports (move the code down or the call up): " + ", ".join(f"{m} -> {d}" for m, d in new)
+
+
+def test_every_known_upward_arrow_still_exists():
+    gone = sorted(KNOWN_UPWARD - UPWARD)
+    assert not gone, f"no longer imported upward, remove from KNOWN_UPWARD: {gone}"
+
+
+def test_imports_are_found_at_module_level_and_inside_functions():
+    assert "workbench.kg.qa_sets" in _imports("workbench.kg.tinyworld")  # inside build_world
+    assert "workbench.kg.names" in _imports("workbench.kg.tinyworld")  # module level
+    assert ("workbench.commands.bench", "workbench.commands") in ARROWS
+
+
+@pytest.mark.parametrize("name", ["walks", "retrieval", "rollout", "loop"])
+def test_bench_options_reach_the_library_as_keywords(name):
+    """The CLI layer resolves ``--db`` and passes every option of ``workbench bench NAME`` by keyword,
+    so the library bench functions stay free of argparse."""
+    import importlib
+
+    from workbench.cli import build_parser
+    from workbench.commands.bench import BENCHES, _keywords
+
+    module, func, _ = BENCHES[name]
+    bench = getattr(importlib.import_module(module), func)
+    args = build_parser().parse_args(["bench", name])
+    options = {k for k, v in vars(args).items() if k not in ("command", "bench", "func")}
+    assert options <= set(inspect.signature(bench).parameters), name
+    keywords = _keywords(bench, args)
+    assert "db" not in options or keywords["db"].endswith(".duckdb")
+    assert not any(isinstance(v, argparse.Namespace) for v in keywords.values())
