@@ -1,4 +1,4 @@
-"""``workbench bench walks|retrieval|rollout|loop``: speed figures as JSON, ratios measured in one run."""
+"""``workbench bench walks|retrieval|rollout|loop|server``: speed figures as JSON, ratios measured in one run."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ BENCHES = {
     "retrieval": ("workbench.search.bench", "bench_retrieval", "batched vs single queries, recall@3"),
     "rollout": ("workbench.method.bench", "bench_rollout", "tokens/s and questions/s by batch size"),
     "loop": ("workbench.method.bench", "bench_loop", "CoEvoKG round overhead, path support, write-back rates"),
+    "server": ("workbench.search.server_bench", "bench_server",
+               "retrieval server under load on loopback: keep-alive vs new connections, 50/200 clients"),
 }
 
 
@@ -25,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, (module, func, help_) in BENCHES.items():
         p = benches.add_parser(name, help=help_)
         p.set_defaults(func=_runner(module, func))
-        if name == "walks":
+        if name == "server":
+            _server_args(p)
+        elif name == "walks":
             p.add_argument("--edges", type=int, default=1_000_000, help="edges of the synthetic graph")
             p.add_argument("--walks", type=int, default=None, help="CSR walks to time (default: scaled)")
             p.add_argument("--seed", type=int, default=0)
@@ -39,6 +43,21 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--batch-sizes", dest="batch_sizes", type=int, nargs="+", default=None)
         if name == "retrieval":
             p.add_argument("--batch", type=int, default=256, help="queries per batched call (default 256)")
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, help="serve this store (default: a temporary synthetic store)")
+    p.add_argument("--passages", type=int, default=2000, help="passages of the synthetic store (default 2000)")
+    p.add_argument("--index", choices=["bm25", "dense"], default="bm25")
+    p.add_argument("--url", default=None,
+                   help="measure a server already running on loopback (http://127.0.0.1:PORT) instead")
+    p.add_argument("--requests", type=int, default=300, help="requests per sequential phase (default 300)")
+    p.add_argument("--clients", type=int, nargs="+", default=[50, 200], help="concurrent clients (default 50 200)")
+    p.add_argument("--per-client", dest="per_client", type=int, default=2,
+                   help="requests per concurrent client (default 2)")
+    p.add_argument("--seconds", type=float, default=60.0, help="time limit for all phases (default 60)")
+    p.add_argument("--client-timeout", dest="client_timeout", type=float, default=10.0,
+                   help="seconds a client waits for one answer (default 10)")
 
 
 def _runner(module: str, func: str):

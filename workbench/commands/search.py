@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 
 from workbench.commands import add_db, db_path
+from workbench.search.server import Limits
 
 
 def _add_index(p: argparse.ArgumentParser) -> None:
@@ -30,6 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--topk", type=int, default=3, help="default top-k when a request gives none")
+    p.add_argument("--max-body", dest="max_body", type=int, default=Limits.max_body,
+                   help=f"largest request body in bytes, else HTTP 413 (default {Limits.max_body})")
+    p.add_argument("--max-queries", dest="max_queries", type=int, default=Limits.max_queries,
+                   help=f"most queries in one request, else HTTP 413 (default {Limits.max_queries})")
+    p.add_argument("--max-topk", dest="max_topk", type=int, default=Limits.max_topk,
+                   help=f"largest topk a request may ask for, else HTTP 400 (default {Limits.max_topk})")
+    p.add_argument("--timeout", type=float, default=Limits.timeout,
+                   help=f"seconds for a request's headers, for its whole body (else HTTP 408) and for an "
+                        f"idle connection (default {Limits.timeout:g})")
     p.set_defaults(func=_serve)
 
 
@@ -57,7 +68,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
-    server = make_server(_tool(args, args.topk), args.host, args.port)
+    # Limits first: a bad flag is one clear line before any index is loaded.
+    limits = asdict(Limits(max_body=args.max_body, max_queries=args.max_queries, max_topk=args.max_topk,
+                           timeout=args.timeout))
+    server = make_server(_tool(args, args.topk), args.host, args.port, **limits)
     print(f"serving {args.index} retrieval over {db_path(args)} at {url_of(server)} (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()

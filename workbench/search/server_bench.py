@@ -1,0 +1,347 @@
+"""``workbench bench server``: the retrieval server under load, on loopback only.
+
+Starts ``workbench serve-retriever`` in a child process (its own interpreter, so clients and
+server do not share a GIL) over ``--db`` or, by default, a temporary synthetic store of
+``--passages`` passages; or measures an already-running server at ``--url`` (127.0.0.1,
+localhost or ::1 only). Every request is a single-query Search-R1 ``POST /retrieve`` with a
+distinct query (cache misses, as in a rollout), over ``http.client``:
+
+- ``sequential.new_connection``: ``--requests`` requests, one TCP connection each (what
+  Search-R1's ``requests.post`` does); the baseline of every ratio;
+- ``sequential.keep_alive``: the same on one persistent HTTP/1.1 connection (a pooled client);
+- ``concurrent.<C>.new_connection`` / ``.keep_alive``: ``C`` clients (``--clients``, default 50
+  and 200) released together by a barrier, ``--per-client`` requests each.
+
+Each phase reports ``ok``, errors by kind (``reset``, ``refused``, ``timeout``, ``http_<code>``,
+``other``), requests/s and p50/p99/max latency in ms; ratios are against the sequential
+new-connection requests/s of the same run. ``goals`` checks the targets of issue 12: no error
+at any concurrency, keep-alive at least as fast as new connections. The run is bounded:
+``--seconds`` for all phases together (a phase past it stops early and says so) and
+``--client-timeout`` per request; the child server is always stopped.
+
+Example (CLI):
+    workbench bench server --requests 300 --clients 50 200
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WORDS = ("river port capital violin film drama island mountain prince queen harbour festival novel "
+         "painter bridge castle desert forest glacier library museum orchestra poet saint temple "
+         "valley village volcano war winter").split()
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100, nearest rank) of ``values``; None when empty.
+
+    Example:
+        >>> percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50), percentile(list(range(1, 101)), 99)
+        (3.0, 99)
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil without floats
+    return ordered[int(rank) - 1]
+
+
+def synthetic_store(path: Path, passages: int, seed: int = 0) -> None:
+    """A store of ``passages`` seeded pseudo-English passages (one entity each) at ``path``."""
+    from workbench import store
+
+    rng = random.Random(seed)
+    con = store.connect(path)
+    try:
+        ents = [(i, f"Entity {i}", "thing", "entity", "bench") for i in range(passages)]
+        rows = [(i, i, 0, " ".join(rng.choice(WORDS) for _ in range(24)) + f" number {i}.") for i in range(passages)]
+        con.executemany("INSERT INTO entities VALUES (?, ?, ?, ?, ?)", ents)
+        con.executemany("INSERT INTO passages VALUES (?, ?, ?, ?)", rows)
+    finally:
+        con.close()
+
+
+class Target:
+    """Host, port and path of a loopback ``/retrieve`` URL; refuses any other host."""
+
+    def __init__(self, url: str):
+        parts = urllib.parse.urlsplit(url if "//" in url else "http://" + url)
+        if parts.scheme != "http" or parts.hostname not in LOOPBACK:
+            raise ValueError(f"--url: the server bench sends traffic to loopback only "
+                             f"(http://127.0.0.1:PORT), got {url!r}")
+        self.host, self.port = parts.hostname, parts.port or 80
+        path = parts.path.rstrip("/")
+        self.path = path if path.endswith("/retrieve") else path + "/retrieve"
+        self.url = f"http://{self.host}:{self.port}{self.path}"
+
+
+def _body(i: int) -> bytes:
+    rng = random.Random(i)
+    query = " ".join(rng.choice(WORDS) for _ in range(4)) + f" {i}"  # distinct: a cache miss each
+    return json.dumps({"queries": [query], "topk": 3, "return_scores": True}).encode()
+
+
+def _error_kind(err: BaseException) -> str:
+    if isinstance(err, ConnectionResetError) or isinstance(err, http.client.RemoteDisconnected):
+        return "reset"
+    if isinstance(err, ConnectionRefusedError):
+        return "refused"
+    if isinstance(err, (TimeoutError, socket.timeout)):
+        return "timeout"
+    if isinstance(err, BrokenPipeError):
+        return "broken_pipe"
+    return "other"
+
+
+class Tally:
+    """Outcomes and latencies of one phase (thread-safe)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.latencies: list[float] = []
+        self.errors: dict[str, int] = {}
+        self.examples: dict[str, str] = {}
+
+    def ok(self, seconds: float) -> None:
+        with self.lock:
+            self.latencies.append(seconds)
+
+    def fail(self, kind: str, detail: str) -> None:
+        with self.lock:
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+            self.examples.setdefault(kind, detail[:200])
+
+    def report(self, wall: float, sent: int, stopped_early: bool) -> dict:
+        ms = [s * 1000 for s in self.latencies]
+        return {"requests": sent, "ok": len(ms), "errors": dict(sorted(self.errors.items())),
+                "error_examples": dict(sorted(self.examples.items())), "seconds": round(wall, 4),
+                "requests_per_s": round(len(ms) / wall, 1) if wall > 0 else None,
+                "p50_ms": _round(percentile(ms, 50)), "p99_ms": _round(percentile(ms, 99)),
+                "max_ms": _round(max(ms) if ms else None), "stopped_early": stopped_early}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+class Client:
+    """One simulated client: ``keep_alive`` reuses one connection, else one connection a request."""
+
+    def __init__(self, target: Target, keep_alive: bool, timeout: float):
+        self.target, self.keep_alive, self.timeout = target, keep_alive, timeout
+        self.conn: http.client.HTTPConnection | None = None
+
+    def request(self, i: int, tally: Tally) -> None:
+        headers = {"Content-Type": "application/json"}
+        if not self.keep_alive:
+            headers["Connection"] = "close"
+        t0 = time.perf_counter()
+        try:
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.target.host, self.target.port, timeout=self.timeout)
+            self.conn.request("POST", self.target.path, body=_body(i), headers=headers)
+            response = self.conn.getresponse()
+            data = response.read()
+            if response.status != 200:
+                tally.fail(f"http_{response.status}", data.decode("utf-8", "replace"))
+            elif not isinstance(json.loads(data).get("result"), list):
+                tally.fail("other", f"no result list: {data[:100]!r}")
+            else:
+                tally.ok(time.perf_counter() - t0)
+            if not self.keep_alive or response.will_close:
+                self.close()
+        except (OSError, http.client.HTTPException, ValueError) as err:
+            tally.fail(_error_kind(err), f"{type(err).__name__}: {err}")
+            self.close()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def sequential(target: Target, keep_alive: bool, n: int, start: int, deadline: float, timeout: float) -> dict:
+    """``n`` requests one after another from one client."""
+    tally, client = Tally(), Client(target, keep_alive, timeout)
+    t0 = time.perf_counter()
+    sent = 0
+    for i in range(n):
+        if time.monotonic() > deadline:
+            break
+        client.request(start + i, tally)
+        sent += 1
+    wall = time.perf_counter() - t0
+    client.close()
+    return tally.report(wall, sent, sent < n)
+
+
+def concurrent(target: Target, clients: int, per_client: int, keep_alive: bool, start: int,
+               deadline: float, timeout: float) -> dict:
+    """``clients`` threads released together, ``per_client`` requests each."""
+    tally = Tally()
+    barrier = threading.Barrier(clients + 1)
+    sent = [0] * clients
+
+    def work(c: int) -> None:
+        client = Client(target, keep_alive, timeout)
+        try:
+            barrier.wait(timeout=60)
+        except threading.BrokenBarrierError:
+            return
+        for r in range(per_client):
+            if time.monotonic() > deadline:
+                break
+            client.request(start + c * per_client + r, tally)
+            sent[c] += 1
+        client.close()
+
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait(timeout=60)
+    t0 = time.perf_counter()
+    for t in threads:
+        # Each request is bounded by the client timeout; the join bound is a backstop.
+        t.join(timeout=max(0.0, deadline - time.monotonic()) + timeout * per_client + 5)
+    wall = time.perf_counter() - t0
+    out = tally.report(wall, sum(sent), sum(sent) < clients * per_client)
+    out["clients"] = clients
+    return out
+
+
+def start_server(db: str, index: str, log: Path, timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
+    """Run ``workbench serve-retriever --port 0`` over ``db`` in a child process; (process, URL).
+
+    Its stderr goes to the file ``log``: a pipe nobody reads while the bench runs would fill and
+    stall a server that logs, distorting the very figures measured.
+    """
+    cmd = [sys.executable, "-m", "workbench.cli", "serve-retriever", "--db", db, "--index", index,
+           "--host", "127.0.0.1", "--port", "0"]
+    with open(log, "w") as stderr:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    found: list[str] = []
+    reader = threading.Thread(target=lambda: found.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    line = found[0] if found else ""
+    match = re.search(r"http://\S+/retrieve", line)
+    if not match:
+        stop_server(proc)
+        err = log.read_text(errors="replace").strip().splitlines()
+        raise RuntimeError(f"serve-retriever did not start within {timeout:.0f} s: "
+                           f"{(err or [line.strip()])[-1][:300]}")
+    return proc, match.group(0)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop the child server (terminate, then kill after 10 s)."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
+def run_phases(target: Target, requests: int, clients: list[int], per_client: int, seconds: float,
+               timeout: float) -> dict:
+    """Every phase of the module docstring against ``target``; ratios against new connections."""
+    deadline = time.monotonic() + seconds
+    sequential(target, True, 20, 10_000_000, deadline, timeout)  # warm-up: index pages, caches
+    out: dict = {"sequential": {}, "concurrent": {}}
+    seq = out["sequential"]
+    seq["new_connection"] = sequential(target, False, requests, 0, deadline, timeout)
+    seq["keep_alive"] = sequential(target, True, requests, requests, deadline, timeout)
+    base = seq["new_connection"]["requests_per_s"] or None
+    seq["keep_alive_vs_new_connection"] = _ratio(seq["keep_alive"]["requests_per_s"], base)
+    start = 2 * requests
+    for c in clients:
+        row = {}
+        for mode, keep in (("new_connection", False), ("keep_alive", True)):
+            row[mode] = concurrent(target, c, per_client, keep, start, deadline, timeout)
+            row[mode]["vs_sequential_new_connection"] = _ratio(row[mode]["requests_per_s"], base)
+            start += c * per_client
+        out["concurrent"][str(c)] = row
+    phases = [seq["new_connection"], seq["keep_alive"]] + [p for r in out["concurrent"].values() for p in r.values()]
+    out["goals"] = {
+        "all_concurrent_answered": all(p["ok"] == p["requests"] == p["clients"] * per_client and not p["errors"]
+                                       for r in out["concurrent"].values() for p in r.values()),
+        "keep_alive_at_least_new_connection": bool(seq["keep_alive_vs_new_connection"] or 0) and
+                                              seq["keep_alive_vs_new_connection"] >= 1.0,
+        "errors": sum(sum(p["errors"].values()) for p in phases),
+        "stopped_early": any(p["stopped_early"] for p in phases),
+        "p99_ms_max": max((p["p99_ms"] for p in phases if p["p99_ms"] is not None), default=None),
+    }
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def bench_server(args) -> dict:
+    """Load figures of the retrieval server (see the module docstring) as a dict.
+
+    Example (CLI):
+        workbench bench server --requests 300 --clients 50 200 --seconds 60
+    """
+    requests = int(getattr(args, "requests", 300))
+    clients = [int(c) for c in (getattr(args, "clients", None) or [50, 200])]
+    per_client = int(getattr(args, "per_client", 2))
+    seconds = float(getattr(args, "seconds", 60.0))
+    timeout = float(getattr(args, "client_timeout", 10.0))
+    if requests < 1 or per_client < 1 or seconds <= 0 or timeout <= 0 or any(c < 1 or c > 2000 for c in clients):
+        raise ValueError("--requests and --per-client must be at least 1, --seconds and --client-timeout "
+                         "positive, each of --clients between 1 and 2000")
+    out: dict = {"load_avg_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
+                 "somaxconn": _somaxconn(), "requests": requests, "per_client": per_client,
+                 "seconds_limit": seconds}
+    if getattr(args, "url", None):
+        target = Target(args.url)
+        out["server"] = {"url": target.url, "started_by_bench": False}
+        out.update(run_phases(target, requests, clients, per_client, seconds, timeout))
+        return out
+    with tempfile.TemporaryDirectory(prefix="wb-server-bench-") as tmp:
+        db = getattr(args, "db", None)
+        passages = int(getattr(args, "passages", 2000))
+        if db is None:
+            if passages < 1:
+                raise ValueError(f"--passages must be at least 1, got {passages}")
+            db = str(Path(tmp) / "bench.duckdb")
+            synthetic_store(Path(db), passages)
+        elif not Path(db).exists():
+            raise FileNotFoundError(f"--db: no store at {db}")
+        index = getattr(args, "index", "bm25")
+        log = Path(tmp) / "server.stderr"
+        proc, url = start_server(db, index, log)
+        out["server"] = {"url": url, "started_by_bench": True, "index": index,
+                         "db": db if getattr(args, "db", None) else f"synthetic ({passages} passages)"}
+        try:
+            out.update(run_phases(Target(url), requests, clients, per_client, seconds, timeout))
+        finally:
+            stop_server(proc)
+        # A healthy server prints nothing while serving; a traceback flood would show here.
+        err = log.read_text(errors="replace")
+        out["server"]["stderr_lines"] = len(err.splitlines())
+        out["server"]["stderr_tail"] = err[-400:]
+    return out
+
+
+def _somaxconn() -> int | None:
+    try:
+        return int(Path("/proc/sys/net/core/somaxconn").read_text())
+    except (OSError, ValueError):
+        return None
