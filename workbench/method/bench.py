@@ -143,7 +143,7 @@ def bench_overhead(db, preset: str = "smoke", rounds: int = 1, model=None) -> di
         seconds = {}
         for method in ("search_r1", "coevokg"):
             rows = train(con, run=f"bench-{method}", method=method, preset=preset, steps=rounds, model=model,
-                         progress=False, log=None)
+                         progress=False, log=None, overwrite=True)  # the bench's own runs
             seconds[method] = sum(v for r in rows for k, v in r.items()
                                   if k.startswith("time_") and k != "time_validation") / len(rows)
     finally:

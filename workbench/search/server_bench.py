@@ -292,31 +292,31 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-def bench_server(args) -> dict:
-    """Load figures of the retrieval server (see the module docstring) as a dict.
+def bench_server(db: str | None = None, passages: int = 2000, index: str = "bm25", url: str | None = None,
+                 requests: int = 300, clients: tuple[int, ...] = (50, 200), per_client: int = 2,
+                 seconds: float = 60.0, client_timeout: float = 10.0) -> dict:
+    """Load figures of the retrieval server (see the module docstring) as a dict: the store ``db``
+    (default a synthetic one of ``passages`` passages) served by a new ``serve-retriever``, or the
+    server already at ``url`` (loopback only).
 
     Example (CLI):
         workbench bench server --requests 300 --clients 50 200 --seconds 60
     """
-    requests = int(getattr(args, "requests", 300))
-    clients = [int(c) for c in (getattr(args, "clients", None) or [50, 200])]
-    per_client = int(getattr(args, "per_client", 2))
-    seconds = float(getattr(args, "seconds", 60.0))
-    timeout = float(getattr(args, "client_timeout", 10.0))
+    clients = [int(c) for c in clients]
+    timeout = float(client_timeout)
     if requests < 1 or per_client < 1 or seconds <= 0 or timeout <= 0 or any(c < 1 or c > 2000 for c in clients):
         raise ValueError("--requests and --per-client must be at least 1, --seconds and --client-timeout "
                          "positive, each of --clients between 1 and 2000")
     out: dict = {"load_avg_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
                  "somaxconn": _somaxconn(), "requests": requests, "per_client": per_client,
                  "seconds_limit": seconds}
-    if getattr(args, "url", None):
-        target = Target(args.url)
+    if url:
+        target = Target(url)
         out["server"] = {"url": target.url, "started_by_bench": False}
         out.update(run_phases(target, requests, clients, per_client, seconds, timeout))
         return out
     with tempfile.TemporaryDirectory(prefix="wb-server-bench-") as tmp:
-        db = getattr(args, "db", None)
-        passages = int(getattr(args, "passages", 2000))
+        given = db
         if db is None:
             if passages < 1:
                 raise ValueError(f"--passages must be at least 1, got {passages}")
@@ -324,11 +324,10 @@ def bench_server(args) -> dict:
             synthetic_store(Path(db), passages)
         elif not Path(db).exists():
             raise FileNotFoundError(f"--db: no store at {db}")
-        index = getattr(args, "index", "bm25")
         log = Path(tmp) / "server.stderr"
         proc, url = start_server(db, index, log)
         out["server"] = {"url": url, "started_by_bench": True, "index": index,
-                         "db": db if getattr(args, "db", None) else f"synthetic ({passages} passages)"}
+                         "db": given or f"synthetic ({passages} passages)"}
         try:
             out.update(run_phases(Target(url), requests, clients, per_client, seconds, timeout))
         finally:
