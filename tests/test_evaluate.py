@@ -11,8 +11,10 @@ import pytest
 
 from workbench import store
 from workbench.cli import main
-from workbench.evaluate import (across_seeds, bootstrap_ci, compare, evaluate, load_questions, macro_bootstrap_ci,
-                                make_eval_id, outcomes, parse_eval_id, sign_test, summarize, table1)
+from workbench.evaluate import (across_seeds, compare, evaluate, make_eval_id, outcomes, parse_eval_id, sign_test,
+                                table1)
+from workbench.policy.rollout import load_questions
+from workbench.scoring import bootstrap_ci, macro_bootstrap_ci, summarize
 
 
 def test_sign_test_matches_the_binomial_formula_by_hand():

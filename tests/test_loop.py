@@ -88,7 +88,7 @@ def test_resume_refuses_other_settings(db):
 def test_minibatches_take_that_many_optimiser_steps_per_round(db):
     import torch
 
-    from workbench.evaluate import model_labels
+    from workbench.policy.model import model_labels
     from workbench.method.train import run_dir
 
     train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,

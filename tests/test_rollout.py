@@ -12,7 +12,7 @@ import torch
 
 from workbench import store
 from workbench.config import preset
-from workbench.method.rollout import batch_tensors, rollout
+from workbench.policy.rollout import batch_tensors, rollout
 from workbench.method.run_store import store_trajectories
 from workbench.policy import protocol
 from workbench.policy.model import Policy, tiny_model

@@ -34,50 +34,12 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from workbench import store
+from workbench.scoring import N_BOOT, bootstrap_ci, macro_bootstrap_ci, summarize
 
-N_BOOT = 1000  # ours: bootstrap resamples
 _EVAL_ID = re.compile(r"^(?P<backbone>[^/]+)/(?P<method>[^/]+)/(?P<dataset>[^/]+)/(?P<split>[^/#]+)#(?P<n>\d+)$")
 
 
 # ---------------------------------------------------------------- statistics
-
-def bootstrap_ci(values: Sequence[float], n_boot: int = N_BOOT, seed: int = 0,
-                 alpha: float = 0.05) -> tuple[float, float, float]:
-    """(mean, low, high): the mean of ``values`` and its percentile bootstrap interval.
-
-    Deterministic by ``seed``. An empty input raises ValueError.
-
-    Example:
-        >>> bootstrap_ci([1.0, 1.0, 1.0])
-        (1.0, 1.0, 1.0)
-    """
-    return macro_bootstrap_ci({"all": values}, n_boot=n_boot, seed=seed, alpha=alpha)
-
-
-def macro_bootstrap_ci(groups: Mapping[str, Sequence[float]], n_boot: int = N_BOOT, seed: int = 0,
-                       alpha: float = 0.05) -> tuple[float, float, float]:
-    """(macro mean, low, high): the mean over groups of each group's mean, with a stratified
-    percentile bootstrap (each group resampled with replacement on its own, as the macro
-    average of Table 1 weighs every benchmark equally whatever its size).
-
-    Example:
-        >>> macro_bootstrap_ci({"a": [1, 1], "b": [0, 0]})
-        (0.5, 0.5, 0.5)
-    """
-    arrays = {k: np.asarray(v, dtype=float) for k, v in groups.items()}
-    empty = [k for k, v in arrays.items() if v.size == 0]
-    if not arrays or empty:
-        raise ValueError(f"bootstrap needs at least one value per group; empty: {empty or 'no groups'}")
-    rng = np.random.default_rng(seed)
-    means = np.zeros(n_boot)
-    for values in arrays.values():
-        idx = rng.integers(0, values.size, size=(n_boot, values.size))
-        means += values[idx].mean(axis=1)
-    means /= len(arrays)
-    point = float(np.mean([v.mean() for v in arrays.values()]))
-    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return point, float(min(low, point)), float(max(high, point))
-
 
 @dataclass(frozen=True)
 class SignTest:
@@ -156,67 +118,7 @@ def parse_eval_id(eval_id: str) -> dict:
     return parts
 
 
-def model_labels(model_path: str | Path) -> dict:
-    """(backbone, method) of a model directory: its ``workbench.json`` when present (the warm
-    start and the trainers write one), else the folder name as backbone and method 'base'."""
-    meta = Path(model_path) / "workbench.json"
-    if meta.exists():
-        info = json.loads(meta.read_text())
-        return {"backbone": str(info.get("backbone", Path(model_path).name)),
-                "method": str(info.get("method", "base"))}
-    return {"backbone": Path(str(model_path).rstrip("/")).name or "model", "method": "base"}
-
-
 # ---------------------------------------------------------------- greedy runs
-
-def load_questions(con, dataset: str, split: str | None = "test", limit: int | None = None):
-    """Questions of a dataset/split as a DataFrame (question_id, question, answers, family).
-
-    ``limit`` keeps at most that many questions per family (per dataset when imported QA has no
-    family), the first by question_id, so every Table 1 column stays represented.
-    """
-    if limit is not None and int(limit) < 1:
-        raise ValueError(f"limit={limit!r}: expected a positive number of questions per family")
-    df = con.execute(
-        """SELECT question_id, dataset, coalesce(family, dataset) AS family, question, answers
-           FROM questions WHERE dataset = ? AND (? IS NULL OR split = ?) ORDER BY question_id""",
-        [dataset, split, split]).df()
-    if df.empty:
-        known = con.execute("SELECT DISTINCT dataset || '/' || coalesce(split, '') FROM questions ORDER BY 1").fetchall()
-        raise ValueError(f"no questions for dataset={dataset!r} split={split!r} in the store; "
-                         f"known dataset/split: {[k for (k,) in known]}")
-    if limit is not None:
-        df = df.groupby("family", sort=False).head(int(limit)).reset_index(drop=True)
-    return df
-
-
-def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch_size: int = 64):
-    """Greedy rollouts (paper, section 4.1) on ``questions`` (a ``load_questions`` frame), scored
-    with the Search-R1 metrics. Returns the frame with prediction, em, f1, cover_em, turns.
-
-    Example:
-        >>> # scored = score_questions(policy, SearchTool(con), load_questions(con, "tinyworld", "val"), cfg.rollout)
-    """
-    from workbench.method.rollout import rollout
-    from workbench.scoring import cover_exact_match, exact_match, f1_score
-
-    preds, turns = [], []
-    texts = questions["question"].tolist()
-    for start in range(0, len(texts), batch_size):
-        trajs = rollout(policy, search, texts[start:start + batch_size], 1, max_turns=rollout_cfg.max_turns,
-                        topk=topk, temperature=0.0, top_p=1.0, max_new_tokens=rollout_cfg.max_new_tokens,
-                        max_total_tokens=rollout_cfg.max_total_tokens, seed=0)
-        preds += [t.answer or "" for t in trajs]
-        turns += [t.turns for t in trajs]
-    out = questions.copy()
-    golds = [list(a) for a in out["answers"]]
-    out["prediction"] = preds
-    out["em"] = [exact_match(p, g) for p, g in zip(preds, golds)]
-    out["f1"] = [f1_score(p, g) for p, g in zip(preds, golds)]
-    out["cover_em"] = [cover_exact_match(p, g) for p, g in zip(preds, golds)]
-    out["turns"] = turns
-    return out
-
 
 def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limit: int | None = None,
              index: str | None = None, preset: str = "tiny", backbone: str | None = None,
@@ -231,7 +133,8 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         >>> # eval_id = evaluate("data/tiny.duckdb", "data/models/base", "tinyworld", split="test", limit=50)
     """
     from workbench.config import preset as get_preset
-    from workbench.policy.model import Policy
+    from workbench.policy.model import Policy, model_labels
+    from workbench.policy.rollout import load_questions, score_questions
     from workbench.search.tool import SearchTool
 
     cfg = get_preset(preset)
@@ -281,28 +184,6 @@ def outcomes(con, eval_id: str):
         known = [r[0] for r in con.execute("SELECT DISTINCT eval_id FROM eval_outcomes ORDER BY 1").fetchall()]
         raise ValueError(f"no evaluation {eval_id!r} in the store; known: {known}")
     return df
-
-
-def summarize(df, by: str = "family", metric: str = "em", n_boot: int = N_BOOT, seed: int = 0):
-    """Per-group mean of ``metric`` with bootstrap 95% intervals, plus a 'macro' row (the
-    unweighted mean over groups, stratified bootstrap). Columns: group, n, mean, low, high.
-
-    Example:
-        >>> import pandas as pd
-        >>> s = summarize(pd.DataFrame({"family": ["a", "a", "b"], "em": [1.0, 0.0, 1.0]}))
-        >>> s.set_index("group").loc["macro", "mean"]
-        np.float64(0.75)
-    """
-    import pandas as pd
-
-    groups = {str(k): g[metric].to_numpy(float) for k, g in df.groupby(by, sort=True)}
-    rows = [{"group": k, "n": len(v), **dict(zip(("mean", "low", "high"),
-                                                  bootstrap_ci(v, n_boot=n_boot, seed=seed)))}
-            for k, v in groups.items()]
-    mean, low, high = macro_bootstrap_ci(groups, n_boot=n_boot, seed=seed)
-    rows.append({"group": "macro", "n": int(sum(len(v) for v in groups.values())),
-                 "mean": mean, "low": low, "high": high})
-    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,9 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from typing import Mapping, Sequence
+
+import numpy as np
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -124,3 +127,68 @@ def extract_answer(generated_text: str | None) -> str | None:
         return None
     blocks = _ANSWER.findall(generated_text)
     return blocks[-1].strip() if blocks else None
+
+
+# ---------------------------------------------------------------- intervals
+
+N_BOOT = 1000  # ours: bootstrap resamples
+
+
+def bootstrap_ci(values: Sequence[float], n_boot: int = N_BOOT, seed: int = 0,
+                 alpha: float = 0.05) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of ``values`` and its percentile bootstrap interval.
+
+    Deterministic by ``seed``. An empty input raises ValueError.
+
+    Example:
+        >>> bootstrap_ci([1.0, 1.0, 1.0])
+        (1.0, 1.0, 1.0)
+    """
+    return macro_bootstrap_ci({"all": values}, n_boot=n_boot, seed=seed, alpha=alpha)
+
+
+def macro_bootstrap_ci(groups: Mapping[str, Sequence[float]], n_boot: int = N_BOOT, seed: int = 0,
+                       alpha: float = 0.05) -> tuple[float, float, float]:
+    """(macro mean, low, high): the mean over groups of each group's mean, with a stratified
+    percentile bootstrap (each group resampled with replacement on its own, as the macro
+    average of Table 1 weighs every benchmark equally whatever its size).
+
+    Example:
+        >>> macro_bootstrap_ci({"a": [1, 1], "b": [0, 0]})
+        (0.5, 0.5, 0.5)
+    """
+    arrays = {k: np.asarray(v, dtype=float) for k, v in groups.items()}
+    empty = [k for k, v in arrays.items() if v.size == 0]
+    if not arrays or empty:
+        raise ValueError(f"bootstrap needs at least one value per group; empty: {empty or 'no groups'}")
+    rng = np.random.default_rng(seed)
+    means = np.zeros(n_boot)
+    for values in arrays.values():
+        idx = rng.integers(0, values.size, size=(n_boot, values.size))
+        means += values[idx].mean(axis=1)
+    means /= len(arrays)
+    point = float(np.mean([v.mean() for v in arrays.values()]))
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return point, float(min(low, point)), float(max(high, point))
+
+
+def summarize(df, by: str = "family", metric: str = "em", n_boot: int = N_BOOT, seed: int = 0):
+    """Per-group mean of ``metric`` with bootstrap 95% intervals, plus a 'macro' row (the
+    unweighted mean over groups, stratified bootstrap). Columns: group, n, mean, low, high.
+
+    Example:
+        >>> import pandas as pd
+        >>> s = summarize(pd.DataFrame({"family": ["a", "a", "b"], "em": [1.0, 0.0, 1.0]}))
+        >>> s.set_index("group").loc["macro", "mean"]
+        np.float64(0.75)
+    """
+    import pandas as pd
+
+    groups = {str(k): g[metric].to_numpy(float) for k, g in df.groupby(by, sort=True)}
+    rows = [{"group": k, "n": len(v), **dict(zip(("mean", "low", "high"),
+                                                  bootstrap_ci(v, n_boot=n_boot, seed=seed)))}
+            for k, v in groups.items()]
+    mean, low, high = macro_bootstrap_ci(groups, n_boot=n_boot, seed=seed)
+    rows.append({"group": "macro", "n": int(sum(len(v) for v in groups.values())),
+                 "mean": mean, "low": low, "high": high})
+    return pd.DataFrame(rows)

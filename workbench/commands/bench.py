@@ -69,8 +69,9 @@ def _runner(module: str, func: str):
 
 
 def _keywords(bench, args: argparse.Namespace) -> dict:
-    """The options ``bench`` takes, by name; ``--db`` resolved to the preset's store when not given.
-    Options left unset (None) are left out, so the library's defaults apply.
+    """The options ``bench`` takes, by name; ``--db`` resolved to the preset's store when not given
+    (for benches with a ``--preset``). Options left unset (None) are left out, so the library's
+    defaults apply.
 
     Example:
         >>> def bench_x(db=":memory:", seed=0): ...
@@ -79,7 +80,7 @@ def _keywords(bench, args: argparse.Namespace) -> dict:
         (['db'], True)
     """
     given = {k: v for k, v in vars(args).items() if v is not None}
-    if "db" in vars(args):
+    if "db" in vars(args) and "preset" in vars(args):
         given["db"] = db_path(args)
     accepted = inspect.signature(bench).parameters
     return {k: v for k, v in given.items() if k in accepted}

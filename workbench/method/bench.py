@@ -225,7 +225,7 @@ def bench_rollout(preset: str = "tiny", db: str | None = None, model: str | None
 def _time_batch(cfg, policy, tool, prompts: list, questions: list[str]) -> tuple[dict, list]:
     """One batch: a generated turn (tokens/s), one search per row (its share of search + turn),
     full rollouts (questions/s). Returns those figures and the rollouts' trajectories."""
-    from workbench.method.rollout import rollout
+    from workbench.policy.rollout import rollout
     from workbench.policy import protocol
 
     r, b = cfg.rollout, len(questions)

@@ -37,7 +37,7 @@ from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards
-from workbench.method.rollout import Trajectory, batch_tensors, rollout
+from workbench.policy.rollout import Trajectory, batch_tensors, rollout
 from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, policy_loss, probability_scale,
                                      reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol

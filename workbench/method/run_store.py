@@ -181,7 +181,7 @@ def store_trajectories(con, run: str, round: int, trajectories: list, question_i
     raises ValueError and writes nothing.
 
     Example:
-        >>> from workbench.method.rollout import Trajectory
+        >>> from workbench.policy.rollout import Trajectory
         >>> con = store.connect(":memory:")
         >>> t = Trajectory(0, 0, "p", [1], [2], [1], [-0.1], text="<answer> x </answer>", answer="x")
         >>> store_trajectories(con, "run0", 0, [t], question_ids=[42])

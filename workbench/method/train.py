@@ -88,7 +88,7 @@ def store_path(con) -> str:
 
 def validation_em(trainer: Trainer, limit: int) -> float:
     """Greedy EM on the held-out validation split (the first ``limit`` per family)."""
-    from workbench.evaluate import load_questions, score_questions
+    from workbench.policy.rollout import load_questions, score_questions
 
     cfg = trainer.cfg
     questions = load_questions(trainer.con, cfg.method.val_dataset, "val", limit)
@@ -228,7 +228,7 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
     """The best-validation policy, with a ``workbench.json`` holding its Table 1 labels (the base's
     backbone, this method) and where it came from, so ``workbench eval`` names its row without flags.
     Written beside the old one, then swapped in."""
-    from workbench.evaluate import model_labels
+    from workbench.policy.model import model_labels
 
     tmp = Path(tempfile.mkdtemp(prefix=".best-", dir=folder))
     policy.save(tmp)

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from typing import Sequence
 
@@ -221,3 +222,14 @@ class Policy:
             mask = entropy_mask[:, 1:].to(self.device, logp.dtype)
             entropy = -(logp.exp() * logp).sum(-1)
             return out, (entropy * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def model_labels(model_path: str | Path) -> dict:
+    """(backbone, method) of a model directory: its ``workbench.json`` when present (the warm
+    start and the trainers write one), else the folder name as backbone and method 'base'."""
+    meta = Path(model_path) / "workbench.json"
+    if meta.exists():
+        info = json.loads(meta.read_text())
+        return {"backbone": str(info.get("backbone", Path(model_path).name)),
+                "method": str(info.get("method", "base"))}
+    return {"backbone": Path(str(model_path).rstrip("/")).name or "model", "method": "base"}

@@ -6,7 +6,7 @@ it reasons in ``<think>``, asks the search tool with ``<search> query </search>`
 with ``<answer> ... </answer>``. The proposer (Eq. 2) reads a chain and writes one candidate
 ``<question> ... </question> <answer> ... </answer>``. The instruction wording is ours.
 
-Warm-start demonstrations (policy/warmstart.py) and rollouts (method/rollout.py) both build
+Warm-start demonstrations (policy/warmstart.py) and rollouts (policy/rollout.py) both build
 their text here, so the two can never drift apart.
 
 Example:

@@ -458,7 +458,8 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
 def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replace: bool = False) -> None:
     import torch
 
-    from workbench.evaluate import load_questions, score_questions, summarize
+    from workbench.policy.rollout import load_questions, score_questions
+    from workbench.scoring import summarize
     from workbench.policy.model import Policy, tiny_model
     from workbench.policy.tokenizer import IM_END, train_tokenizer
     from workbench.search.tool import SearchTool

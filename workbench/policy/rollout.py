@@ -184,3 +184,54 @@ def batch_tensors(trajectories: list[Trajectory], pad_token_id: int) -> dict[str
         out["loss_mask"][i, p:n] = torch.tensor(t.loss_mask, dtype=torch.long)
         out["old_logprobs"][i, p:n] = torch.tensor(t.old_logprobs)
     return out
+
+
+# ---------------------------------------------------------------- greedy answers to stored questions
+
+def load_questions(con, dataset: str, split: str | None = "test", limit: int | None = None):
+    """Questions of a dataset/split as a DataFrame (question_id, question, answers, family).
+
+    ``limit`` keeps at most that many questions per family (per dataset when imported QA has no
+    family), the first by question_id, so every Table 1 column stays represented.
+    """
+    if limit is not None and int(limit) < 1:
+        raise ValueError(f"limit={limit!r}: expected a positive number of questions per family")
+    df = con.execute(
+        """SELECT question_id, dataset, coalesce(family, dataset) AS family, question, answers
+           FROM questions WHERE dataset = ? AND (? IS NULL OR split = ?) ORDER BY question_id""",
+        [dataset, split, split]).df()
+    if df.empty:
+        known = con.execute("SELECT DISTINCT dataset || '/' || coalesce(split, '') FROM questions ORDER BY 1").fetchall()
+        raise ValueError(f"no questions for dataset={dataset!r} split={split!r} in the store; "
+                         f"known dataset/split: {[k for (k,) in known]}")
+    if limit is not None:
+        df = df.groupby("family", sort=False).head(int(limit)).reset_index(drop=True)
+    return df
+
+
+def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch_size: int = 64):
+    """Greedy rollouts (paper, section 4.1) on ``questions`` (a ``load_questions`` frame), scored
+    with the Search-R1 metrics. Returns the frame with prediction, em, f1, cover_em, turns.
+
+    Example:
+        >>> # scored = score_questions(policy, SearchTool(con), load_questions(con, "tinyworld", "val"), cfg.rollout)
+    """
+    from workbench.policy.rollout import rollout
+    from workbench.scoring import cover_exact_match, exact_match, f1_score
+
+    preds, turns = [], []
+    texts = questions["question"].tolist()
+    for start in range(0, len(texts), batch_size):
+        trajs = rollout(policy, search, texts[start:start + batch_size], 1, max_turns=rollout_cfg.max_turns,
+                        topk=topk, temperature=0.0, top_p=1.0, max_new_tokens=rollout_cfg.max_new_tokens,
+                        max_total_tokens=rollout_cfg.max_total_tokens, seed=0)
+        preds += [t.answer or "" for t in trajs]
+        turns += [t.turns for t in trajs]
+    out = questions.copy()
+    golds = [list(a) for a in out["answers"]]
+    out["prediction"] = preds
+    out["em"] = [exact_match(p, g) for p, g in zip(preds, golds)]
+    out["f1"] = [f1_score(p, g) for p, g in zip(preds, golds)]
+    out["cover_em"] = [cover_exact_match(p, g) for p, g in zip(preds, golds)]
+    out["turns"] = turns
+    return out
