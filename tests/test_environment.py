@@ -14,4 +14,5 @@ def test_environment_yml_matches_pyproject():
     pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
     assert sorted(pip) == sorted(deps)
     assert all("==" in d for d in deps), "every CPU dependency is pinned"
-    assert "python=3.11" in env["dependencies"]
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert "python" + requires in env["dependencies"], "the same Python versions as requires-python"
