@@ -236,3 +236,14 @@ def test_ssp_open_gate_admits_under_every_aggregation(aggregation):
     chain = ChainView(-1, "", [1], ["Ann"], [], ["Ann was born in Rome."])
     verdicts = gate(chain, [("Who was born in Rome?", "Ann")], OpenGate(), 0.99, 1, aggregation)
     assert verdicts[0].admitted and verdicts[0].q == 1.0
+
+
+def test_ssp_runs_without_the_leak_filter_that_c1_adds():
+    """Section 4.5: the no-leakage gate is part of what C1 adds to SSP, so SSP's candidates may leak."""
+    from workbench.method.methods import method_spec
+
+    chain = ChainView(-1, "", [1], ["Ann"], [], ["Ann was born in Rome."])
+    leaky = [("Who is Ann, born in Rome?", "Ann")]
+    assert not gate(chain, leaky, OpenGate(), 0.5, 1)[0].admitted
+    assert gate(chain, leaky, OpenGate(), 0.5, 1, leak_filter=False)[0].admitted
+    assert not method_spec("ssp").leak_filter and method_spec("c1").leak_filter

@@ -82,7 +82,8 @@ def answer_position(chain, answer: str) -> int | None:
     return next((i for i, t in enumerate(chain.titles) if target and normalize_answer(t) == target), None)
 
 
-def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool = False) -> Verdict | None:
+def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool = False,
+                     leak_filter: bool = True) -> Verdict | None:
     """The deterministic filter: a rejecting Verdict (index 0, Q 0), or None when it passes.
 
     Rejections, in order: 'extraction failed', 'empty', 'answer not in chain' (Eq. 2 requires
@@ -94,6 +95,10 @@ def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool
     first entity when it is not the answer, as human multi-hop benchmarks do ("In which country
     was X born?"): a backbone too small to describe an entity without its name can then still
     write admissible questions. The answer and every later chain entity stay forbidden.
+
+    ``leak_filter=False`` skips both leakage checks: the SSP baseline, which the paper's build-up
+    starts without the no-leakage gate (section 4.5: "each added component -- the no leakage
+    quality gate (Eq. 6), ... -- removes one such exploit").
 
     Example:
         >>> from workbench.method.memory import ChainView
@@ -112,13 +117,14 @@ def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool
     position = answer_position(chain, answer)
     if position is None:
         return reject("answer not in chain")
-    norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
-    if norm_a and f" {norm_a} " in norm_q:
-        return reject("leak: answer in question", leak=True)
-    named = next((t for i, t in enumerate(chain.titles) if _names(question, t)
-                  and not (allow_topic and i == 0 and position != 0)), None)
-    if named is not None:
-        return reject(f"leak: names chain entity {named!r}", leak=True)
+    if leak_filter:
+        norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
+        if norm_a and f" {norm_a} " in norm_q:
+            return reject("leak: answer in question", leak=True)
+        named = next((t for i, t in enumerate(chain.titles) if _names(question, t)
+                      and not (allow_topic and i == 0 and position != 0)), None)
+        if named is not None:
+            return reject(f"leak: names chain entity {named!r}", leak=True)
     if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
         return reject("not one wh-question")
     return None
@@ -306,7 +312,8 @@ def parse_verdicts(text: str, candidates: Sequence[tuple[str, str]]) -> list[Ver
 
 
 def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier, threshold: float,
-         top_k: int, aggregation: str = "geometric_mean", allow_topic: bool = False) -> list[Verdict]:
+         top_k: int, aggregation: str = "geometric_mean", allow_topic: bool = False,
+         leak_filter: bool = True) -> list[Verdict]:
     """Eq. 6 on all M candidates of one chain; the top k with Q >= threshold are admitted.
 
     Returns one Verdict per candidate, in input order (``index`` = position). Ties in Q are broken
@@ -318,7 +325,7 @@ def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier
     verdicts: list[Verdict | None] = []
     survivors: list[int] = []
     for i, cand in enumerate(candidates):
-        rejected = filter_candidate(chain, cand, allow_topic)
+        rejected = filter_candidate(chain, cand, allow_topic, leak_filter)
         verdicts.append(None if rejected is None else replace(rejected, index=i))
         if rejected is None:
             survivors.append(i)

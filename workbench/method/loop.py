@@ -399,7 +399,8 @@ class Trainer:
         for c_idx, chain in enumerate(chains):
             mine = sequences[c_idx * m.candidates_per_chain:(c_idx + 1) * m.candidates_per_chain]
             verdicts = gate(chain, parse_candidates([s.text for s in mine]), self.verifier, m.gate_threshold,
-                            m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic)
+                            m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic,
+                            leak_filter=self.spec.leak_filter)
             task = ChainTask(chain, [Candidate(mine[v.index], v) for v in verdicts])
             for cand in task.candidates:
                 if cand.verdict.admitted:

@@ -160,7 +160,6 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem],
               "rejected": len(items) - len(accepted), "not_chains": 0}
     if not accepted:
         return counts
-    out_round = round + 1
     with store.transaction(con):
         titles, noise = _entities(con, {e for it in accepted for e in it.path})
         for it in accepted:
@@ -169,80 +168,99 @@ def write_back(con, run: str, round: int, items: Sequence[WriteBackItem],
                 raise ValueError(f"write-back trajectory {it.trajectory_id}: path entities {unknown} "
                                  "are not in the entities table")
         hashes = [chain_hash([titles[e] for e in it.path]) for it in accepted]
-        with store.registered(con, "_wb_hashes", pd.DataFrame({"hash": sorted(set(hashes))})):
-            known = dict(con.execute(
-                "SELECT c.hash, min(c.chain_id) FROM chains c JOIN _wb_hashes h USING (hash) "
-                "WHERE c.run IS NULL OR c.run = ? GROUP BY c.hash", [run]).fetchall())
-
-        # New sequences that pass the chain filters: one chain per distinct hash, created by its
-        # first trajectory.
-        next_chain = store.next_id(con, "chains", "chain_id")
-        new_chains, new_nodes = [], []
-        label_pairs = {(u, v) for it in accepted for u, v in zip(it.path, it.path[1:])}
-        edge_labels: dict | None = None
-        for it, h in zip(accepted, hashes):
-            if h in known:
-                continue
-            if not is_chain(it.path, noise):
-                counts["not_chains"] += 1
-                continue
-            if edge_labels is None:
-                edge_labels = _edge_labels(con, label_pairs)
-            known[h] = cid = next_chain
-            next_chain += 1
-            origin = dict(zip(zip(it.chain.entity_ids, it.chain.entity_ids[1:]), it.chain.relations))
-            new_chains.append((cid, h, len(it.path) - 1, run, out_round, "writeback", it.trajectory_id))
-            for pos, e in enumerate(it.path):
-                nxt = it.path[pos + 1] if pos + 1 < len(it.path) else None
-                label = None if nxt is None else origin.get((e, nxt)) or edge_labels.get((e, nxt)) or DEFAULT_RELATION
-                new_nodes.append((cid, pos, e, label))
-        if new_chains:
-            chain_frame = pd.DataFrame(new_chains, columns=[
-                "chain_id", "hash", "hops", "run", "created_round", "origin", "trajectory_id"])
-            with store.registered(con, "_wb_chains", chain_frame):
-                con.execute("INSERT INTO chains SELECT * FROM _wb_chains")
-            node_frame = pd.DataFrame(new_nodes, columns=["chain_id", "position", "entity_id", "relation"])
-            with store.registered(con, "_wb_nodes", node_frame):
-                con.execute("INSERT INTO chain_nodes SELECT * FROM _wb_nodes")
-        counts["new_chains"] = len(new_chains)
-
-        # Candidate evidence rows: every (node | edge) of each target chain a passage matches.
-        rows = []
-        for it, h in zip(accepted, hashes):
-            targets = {it.chain.chain_id: (it.chain.entity_ids, it.chain.titles)} if it.chain.chain_id >= 0 else {}
-            if h in known:
-                targets.setdefault(known[h], (it.path, [titles[e] for e in it.path]))
-            for cid, (entities, names) in targets.items():
-                keys = [word_key(n) for n in names]
-                for p in it.passages:
-                    text = word_key(p.text)
-                    for pos, e in enumerate(entities):
-                        if p.entity_id == e:
-                            rows.append((len(rows), cid, pos, "node", p.entity_id, p.passage_id, p.text,
-                                         it.trajectory_id))
-                        if pos + 1 < len(entities) and keys[pos] in text and keys[pos + 1] in text:
-                            rows.append((len(rows), cid, pos, "edge", p.entity_id, p.passage_id, p.text,
-                                         it.trajectory_id))
-        if not rows:
-            return counts
-        frame = pd.DataFrame(rows, columns=["seq", "chain_id", "position", "target", "entity_id", "passage_id",
-                                            "text", "trajectory_id"])
-        with store.registered(con, "_wb_rows", frame):
-            first = store.next_id(con, "evidence", "evidence_id")
-            (written,) = con.execute("""
-                INSERT INTO evidence (evidence_id, chain_id, position, target, entity_id, passage_id, text,
-                                      source, run, round, trajectory_id)
-                WITH firsts AS (
-                    SELECT * FROM _wb_rows QUALIFY row_number() OVER (
-                        PARTITION BY chain_id, position, target, passage_id ORDER BY seq) = 1),
-                fresh AS (
-                    SELECT f.* FROM firsts f WHERE NOT EXISTS (
-                        SELECT 1 FROM evidence e WHERE e.chain_id = f.chain_id AND e.position = f.position
-                        AND e.target = f.target AND e.passage_id = f.passage_id
-                        AND (e.run IS NULL OR e.run = $run)))
-                SELECT $first + row_number() OVER (ORDER BY seq) - 1, chain_id, position, target, entity_id,
-                       passage_id, text, 'writeback', $run, $round, trajectory_id FROM fresh
-                """, {"first": first, "run": run, "round": out_round}).fetchall()[0]
-        counts["merged_evidence"] = int(written)
-        counts["skipped_duplicates"] = len(rows) - int(written)
+        known = _known_chains(con, run, hashes)
+        counts["new_chains"], counts["not_chains"] = _insert_new_chains(con, run, round + 1, accepted, hashes,
+                                                                        known, noise)
+        rows = _evidence_rows(accepted, hashes, known, titles)
+        if rows:
+            written = _insert_evidence(con, run, round + 1, rows)
+            counts["merged_evidence"] = written
+            counts["skipped_duplicates"] = len(rows) - written
     return counts
+
+
+def _known_chains(con, run: str, hashes: Sequence[str]) -> dict[str, int]:
+    """hash -> chain id of the sequences this run's pool already holds (G_0 or its write-back)."""
+    with store.registered(con, "_wb_hashes", pd.DataFrame({"hash": sorted(set(hashes))})):
+        return dict(con.execute(
+            "SELECT c.hash, min(c.chain_id) FROM chains c JOIN _wb_hashes h USING (hash) "
+            "WHERE c.run IS NULL OR c.run = ? GROUP BY c.hash", [run]).fetchall())
+
+
+def _insert_new_chains(con, run: str, out_round: int, accepted: Sequence[WriteBackItem], hashes: Sequence[str],
+                       known: dict[str, int], noise: set[int]) -> tuple[int, int]:
+    """New sequences that pass the chain filters become chains, one per distinct hash, created by
+    its first trajectory (``known`` gains them). Returns (new chains, accepted paths that are not chains)."""
+    next_chain = store.next_id(con, "chains", "chain_id")
+    new_chains, new_nodes, not_chains = [], [], 0
+    label_pairs = {(u, v) for it in accepted for u, v in zip(it.path, it.path[1:])}
+    edge_labels: dict | None = None
+    for it, h in zip(accepted, hashes):
+        if h in known:
+            continue
+        if not is_chain(it.path, noise):
+            not_chains += 1
+            continue
+        if edge_labels is None:
+            edge_labels = _edge_labels(con, label_pairs)
+        known[h] = cid = next_chain
+        next_chain += 1
+        origin = dict(zip(zip(it.chain.entity_ids, it.chain.entity_ids[1:]), it.chain.relations))
+        new_chains.append((cid, h, len(it.path) - 1, run, out_round, "writeback", it.trajectory_id))
+        for pos, e in enumerate(it.path):
+            nxt = it.path[pos + 1] if pos + 1 < len(it.path) else None
+            label = None if nxt is None else origin.get((e, nxt)) or edge_labels.get((e, nxt)) or DEFAULT_RELATION
+            new_nodes.append((cid, pos, e, label))
+    if new_chains:
+        chain_frame = pd.DataFrame(new_chains, columns=[
+            "chain_id", "hash", "hops", "run", "created_round", "origin", "trajectory_id"])
+        with store.registered(con, "_wb_chains", chain_frame):
+            con.execute("INSERT INTO chains SELECT * FROM _wb_chains")
+        node_frame = pd.DataFrame(new_nodes, columns=["chain_id", "position", "entity_id", "relation"])
+        with store.registered(con, "_wb_nodes", node_frame):
+            con.execute("INSERT INTO chain_nodes SELECT * FROM _wb_nodes")
+    return len(new_chains), not_chains
+
+
+def _evidence_rows(accepted: Sequence[WriteBackItem], hashes: Sequence[str], known: dict[str, int],
+                   titles: dict[int, str]) -> list[tuple]:
+    """Candidate evidence rows: every (node | edge) of each target chain (the originating one and
+    the path's own) that a retrieved passage matches."""
+    rows = []
+    for it, h in zip(accepted, hashes):
+        targets = {it.chain.chain_id: (it.chain.entity_ids, it.chain.titles)} if it.chain.chain_id >= 0 else {}
+        if h in known:
+            targets.setdefault(known[h], (it.path, [titles[e] for e in it.path]))
+        for cid, (entities, names) in targets.items():
+            keys = [word_key(n) for n in names]
+            for p in it.passages:
+                text = word_key(p.text)
+                for pos, e in enumerate(entities):
+                    if p.entity_id == e:
+                        rows.append((len(rows), cid, pos, "node", p.entity_id, p.passage_id, p.text, it.trajectory_id))
+                    if pos + 1 < len(entities) and keys[pos] in text and keys[pos + 1] in text:
+                        rows.append((len(rows), cid, pos, "edge", p.entity_id, p.passage_id, p.text, it.trajectory_id))
+    return rows
+
+
+def _insert_evidence(con, run: str, out_round: int, rows: list[tuple]) -> int:
+    """Insert the rows the run's pool does not hold yet (first of each duplicate); returns how many."""
+    frame = pd.DataFrame(rows, columns=["seq", "chain_id", "position", "target", "entity_id", "passage_id",
+                                        "text", "trajectory_id"])
+    with store.registered(con, "_wb_rows", frame):
+        first = store.next_id(con, "evidence", "evidence_id")
+        (written,) = con.execute("""
+            INSERT INTO evidence (evidence_id, chain_id, position, target, entity_id, passage_id, text,
+                                  source, run, round, trajectory_id)
+            WITH firsts AS (
+                SELECT * FROM _wb_rows QUALIFY row_number() OVER (
+                    PARTITION BY chain_id, position, target, passage_id ORDER BY seq) = 1),
+            fresh AS (
+                SELECT f.* FROM firsts f WHERE NOT EXISTS (
+                    SELECT 1 FROM evidence e WHERE e.chain_id = f.chain_id AND e.position = f.position
+                    AND e.target = f.target AND e.passage_id = f.passage_id
+                    AND (e.run IS NULL OR e.run = $run)))
+            SELECT $first + row_number() OVER (ORDER BY seq) - 1, chain_id, position, target, entity_id,
+                   passage_id, text, 'writeback', $run, $round, trajectory_id FROM fresh
+            """, {"first": first, "run": run, "round": out_round}).fetchall()[0]
+    return int(written)

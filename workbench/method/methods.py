@@ -23,6 +23,8 @@ class MethodSpec:
     'answer_entity' (SSP: the proposer sees one answer entity, no KG structure) or 'seed_pool'
     (Search-R1: the fixed human-written pool, no proposer). solver_reward / proposer_reward name
     entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
+    leak_filter: the gate's deterministic no-leakage check (Eq. 6's 1[no leak]); section 4.5 adds
+    "the no leakage quality gate" with C1, so the SSP row runs without it.
     """
 
     name: str
@@ -31,11 +33,12 @@ class MethodSpec:
     proposer_reward: str | None
     write_back: bool
     label: str = ""
+    leak_filter: bool = True
 
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("search_r1", "seed_pool", "exact_match", None, False, "Search-R1"),
-    MethodSpec("ssp", "answer_entity", "exact_match", "ssp_adversarial", False, "SSP"),
+    MethodSpec("ssp", "answer_entity", "exact_match", "ssp_adversarial", False, "SSP", leak_filter=False),
     MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
     MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
     MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),
