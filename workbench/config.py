@@ -94,6 +94,7 @@ class MethodConfig:
     group_size: int = 8  # G, paper
     beta_path: float = 0.2  # beta of Eq. 7, paper
     tau_path: float = 0.5  # ours
+    anneal_steps: int = 0  # T of Eq. 10's p*(t); 0 = method.steps (a resumed run keeps its first horizon)
     p_start: float = 0.7  # p*_s of Eq. 10; ours
     p_end: float = 0.4  # p*_e of Eq. 10; ours
     sigma: float = 0.2  # Eq. 10 width; ours
@@ -118,6 +119,7 @@ class MethodConfig:
     minibatches: int = 4  # ours: optimiser steps per round, each on a 1/n share of the round's batch (LOG.md)
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     proposer_max_new_tokens: int = 48  # ours
+    proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
     seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
     val_dataset: str = "tinyworld"  # questions.dataset of the validation split (its split 'val')
@@ -157,11 +159,14 @@ PRESETS: dict[str, Config] = {
                                 sft_steps=60, sft_batch=8),
         rollout=RolloutConfig(max_turns=4, max_new_tokens=32, max_total_tokens=512),
         method=MethodConfig(steps=2, chains_per_round=2, candidates_per_chain=2, group_size=4, val_questions=2,
-                            gate_allow_topic=True),
+                            gate_allow_topic=True, proposer_answer_choices=True),
     ),
     # The tiny backbone cannot describe an entity without naming it, so its gate lets the question
     # name the chain's first (topic) entity; the answer and later entities stay forbidden (ours).
-    "tiny": Config(name="tiny", method=MethodConfig(gate_allow_topic=True)),
+    # Nor can it copy a name out of the long proposer prompt (it misspells the answer in ~80% of
+    # candidates, greedy too), so its answer is decoded as one of the chain's entities (ours; LOG.md,
+    # session 5: candidates passing the gate 7% -> 38% at round 0).
+    "tiny": Config(name="tiny", method=MethodConfig(gate_allow_topic=True, proposer_answer_choices=True)),
 }
 
 
