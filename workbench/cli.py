@@ -38,9 +38,23 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:  # bad input: a clear message, no traceback
         print(f"workbench {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except duckdb.IOException as err:  # e.g. the store is open for writing in a notebook kernel
-        print(f"workbench {args.command}: cannot open the store: {str(err).splitlines()[0]}", file=sys.stderr)
-        return 2
+    except duckdb.Error as err:
+        line = str(err).splitlines()[0]
+        if isinstance(err, duckdb.IOException) and "Could not write" not in line:
+            # e.g. the store is open for writing in a notebook kernel
+            print(f"workbench {args.command}: cannot open the store: {line}", file=sys.stderr)
+            return 2
+        # e.g. a disk that fills: DuckDB rolls the failed transaction back, earlier commits stay
+        print(f"workbench {args.command}: store error: {line} (the failed transaction was rolled back)",
+              file=sys.stderr)
+        return 1
+    except OSError as err:  # a read-only location, a disk that fills, a directory where a file belongs
+        where = f": {err.filename}" if err.filename else ""
+        print(f"workbench {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"workbench {args.command}: error: out of memory (ask for less, e.g. fewer walks)", file=sys.stderr)
+        return 1
     except RuntimeError as err:  # e.g. training stopped after repeated non-finite steps
         print(f"workbench {args.command}: stopped: {err}", file=sys.stderr)
         return 1
