@@ -44,9 +44,11 @@ def main(argv: list[str] | None = None) -> int:
             # e.g. the store is open for writing in a notebook kernel
             print(f"workbench {args.command}: cannot open the store: {line}", file=sys.stderr)
             return 2
+        from workbench import store
+
         # e.g. a disk that fills: DuckDB rolls the failed transaction back, earlier commits stay
-        print(f"workbench {args.command}: store error: {line} (the failed transaction was rolled back)",
-              file=sys.stderr)
+        hint = f"the store is damaged: {store.RESTORE}" if store.damaged(err) else "the failed transaction was rolled back"
+        print(f"workbench {args.command}: store error: {line} ({hint})", file=sys.stderr)
         return 1
     except OSError as err:  # a read-only location, a disk that fills, a directory where a file belongs
         where = f": {err.filename}" if err.filename else ""

@@ -162,10 +162,10 @@ def connect(db: str | Path | None = None, read_only: bool = False) -> duckdb.Duc
         Path(db).parent.mkdir(parents=True, exist_ok=True)
     try:
         con = duckdb.connect(db, read_only=read_only)
-    except duckdb.IOException as err:
-        if not any(sign in str(err) for sign in _DAMAGED):  # e.g. locked by another process: as it is
+    except duckdb.Error as err:
+        if not damaged(err):  # e.g. locked by another process: as it is
             raise
-        raise ValueError(f"{db}: the store is damaged ({str(err).splitlines()[0]}); {_RESTORE}") from None
+        raise ValueError(f"{db}: the store is damaged ({str(err).splitlines()[0]}); {RESTORE}") from None
     if db != ":memory:":
         try:
             check_whole(con, db)
@@ -178,7 +178,17 @@ def connect(db: str | Path | None = None, read_only: bool = False) -> duckdb.Duc
 
 
 _DAMAGED = ("Could not read enough bytes", "not a valid DuckDB database", "Corrupt database")
-_RESTORE = "restore it from a copy or rebuild it"
+RESTORE = "restore it from a copy or rebuild it"
+
+
+def damaged(err: Exception) -> bool:
+    """Whether a DuckDB error says the store file itself is damaged (truncated, corrupt, not DuckDB).
+
+    Example:
+        >>> damaged(duckdb.IOException("IO Error: Could not set lock on file"))
+        False
+    """
+    return any(sign in str(err) for sign in _DAMAGED)
 
 # DuckDB's file starts with three 4 KiB headers (the main one and two alternating database
 # headers); the blocks follow, so a whole file is at least this long plus its block count.
@@ -208,7 +218,7 @@ def check_whole(con: duckdb.DuckDBPyConnection, db: str | Path) -> None:
     size = Path(db).stat().st_size
     if blocks and size < expected:
         raise ValueError(f"{db}: the store is damaged (truncated: {size} bytes, its header counts {blocks} "
-                         f"blocks of {block_size} bytes); {_RESTORE}")
+                         f"blocks of {block_size} bytes); {RESTORE}")
 
 
 _open_transactions: dict[int, int] = {}  # id(connection) -> nesting depth of ``transaction`` blocks
