@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workbench {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
         return 1
     except MemoryError:
-        print(f"workbench {args.command}: error: out of memory (ask for less, e.g. fewer walks)", file=sys.stderr)
+        print(f"workbench {args.command}: error: out of memory (a size asked for is too large for this machine)",
+              file=sys.stderr)
         return 1
     except RuntimeError as err:  # e.g. training stopped after repeated non-finite steps
         print(f"workbench {args.command}: stopped: {err}", file=sys.stderr)
