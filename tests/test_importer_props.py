@@ -25,7 +25,8 @@ from workbench import store  # noqa: E402
 from workbench.kg.sources import import_kilt, import_wiki18, import_wikidata5m  # noqa: E402
 from workbench.qa_import import import_qa  # noqa: E402
 
-SETTINGS = settings(max_examples=int(os.environ.get("WB_PROP_EXAMPLES", 30)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=int(os.environ.get("WB_PROP_EXAMPLES", 30)), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 TABLES = ("entities", "passages", "anchors", "edges", "relations", "triples", "aliases", "questions", "imports",
           "skipped_lines")
 

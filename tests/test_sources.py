@@ -339,7 +339,8 @@ def test_text_that_cannot_be_stored_is_a_bad_line(con, tmp_path, line, expected)
 
 
 def test_wiki18_lone_surrogate_names_its_line(con, tmp_path):
-    path = write_lines(tmp_path / "w.jsonl", [{"id": 1, "contents": '"A"\nok'}, '{"id": 2, "contents": "\\"B\\"\\n\\udfff"}'])
+    path = write_lines(tmp_path / "w.jsonl", [{"id": 1, "contents": '"A"\nok'},
+                                              '{"id": 2, "contents": "\\"B\\"\\n\\udfff"}'])
     with pytest.raises(ValueError, match=r"w\.jsonl line 2: .*lone UTF-16 surrogate"):
         import_wiki18(con, path, progress=False)
 

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         from workbench import store
 
         # e.g. a disk that fills: DuckDB rolls the failed transaction back, earlier commits stay
-        hint = f"the store is damaged: {store.RESTORE}" if store.damaged(err) else "the failed transaction was rolled back"
+        hint = (f"the store is damaged: {store.RESTORE}" if store.damaged(err)
+                else "the failed transaction was rolled back")
         print(f"workbench {args.command}: store error: {line} ({hint})", file=sys.stderr)
         return 1
     except OSError as err:  # a read-only location, a disk that fills, a directory where a file belongs

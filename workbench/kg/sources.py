@@ -216,14 +216,14 @@ def fingerprint(*paths: str | Path | None) -> str:
     return h.hexdigest()
 
 
-def refuse_repeat(con: duckdb.DuckDBPyConnection, kind: str, print_: str, shown: Path) -> None:
-    """ValueError when an import of ``kind`` with fingerprint ``print_`` is recorded in ``imports``.
+def refuse_repeat(con: duckdb.DuckDBPyConnection, kind: str, digest: str, shown: Path) -> None:
+    """ValueError when an import of ``kind`` with fingerprint ``digest`` is recorded in ``imports``.
 
     Example:
         >>> refuse_repeat(store.connect(":memory:"), "kilt", "0" * 64, Path("kilt.jsonl"))  # nothing recorded
     """
     found = con.execute("SELECT import_id, file, strftime(created_at, '%Y-%m-%d %H:%M:%S'), lines FROM imports "
-                        "WHERE kind = ? AND fingerprint = ? ORDER BY import_id LIMIT 1", [kind, print_]).fetchall()
+                        "WHERE kind = ? AND fingerprint = ? ORDER BY import_id LIMIT 1", [kind, digest]).fetchall()
     if found:
         import_id, file, when, lines = found[0]
         raise ValueError(f"{shown}: already in this store (import {import_id} of {file} at {when}, {lines} lines); "
@@ -240,14 +240,18 @@ def _read_error(err: Exception) -> str:
 
 
 class _Import:
-    """One streaming import: line reading with progress, bad-line policy, the ``imports`` row."""
+    """One streaming import: line reading with progress, bad-line policy, the ``imports`` row.
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, kind: str, file: Path, skip_bad: bool, progress: bool,
-                 print_: str, append: bool):
-        self.con, self.kind, self.file = con, kind, file
-        self.skip_bad, self.progress, self.fingerprint = skip_bad, progress, print_
+    ``files`` are the import's input files, the main one first (``None`` for an optional file not
+    given); unless ``append``, files already imported as ``kind`` are refused (:func:`refuse_repeat`).
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, kind: str, files: tuple[Path | None, ...], skip_bad: bool,
+                 progress: bool, append: bool):
+        self.con, self.kind, self.file = con, kind, files[0]
+        self.skip_bad, self.progress, self.fingerprint = skip_bad, progress, fingerprint(*files)
         if not append:
-            refuse_repeat(con, kind, print_, file)
+            refuse_repeat(con, kind, self.fingerprint, self.file)
         self.import_id = store.next_id(con, "imports", "import_id")
         self.lines = 0
         self.skipped = 0
@@ -535,9 +539,8 @@ def import_kilt(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: b
         {'import_id': 0, 'kind': 'kilt', 'lines': 5903530, 'skipped': 0, 'entities': ..., ...}
     """
     path = check_input(path, "KILT file")
-    print_ = fingerprint(path)
     with store.transaction(con):
-        run = _Import(con, "kilt", path, skip_bad, progress, print_, append)
+        run = _Import(con, "kilt", (path,), skip_bad, progress, append)
         entities = _Entities(con, "kilt")
         next_passage = store.next_id(con, "passages", "passage_id")
         con.execute(_KILT_STAGE)
@@ -674,9 +677,8 @@ def import_wiki18(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad:
         {'import_id': 0, 'kind': 'wiki18', 'lines': 21015324, 'passages': 21015324, ...}
     """
     path = check_input(path, "wiki-18 file")
-    print_ = fingerprint(path)
     with store.transaction(con):
-        run = _Import(con, "wiki18", path, skip_bad, progress, print_, append)
+        run = _Import(con, "wiki18", (path,), skip_bad, progress, append)
         entities = _Entities(con, "wiki18")
         next_passage = store.next_id(con, "passages", "passage_id")
         titles: list[str] = []
@@ -746,9 +748,8 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
     triples, entity_aliases, relation_aliases = (None if p is None else check_input(p, f"Wikidata5M {what} file")
                                                  for p, what in ((triples, "triples"), (entity_aliases, "alias"),
                                                                  (relation_aliases, "relation alias")))
-    print_ = fingerprint(triples, entity_aliases, relation_aliases)
     with store.transaction(con):
-        run = _Import(con, "wikidata5m", triples, skip_bad, progress, print_, append)
+        run = _Import(con, "wikidata5m", (triples, entity_aliases, relation_aliases), skip_bad, progress, append)
         entities = _Entities(con, "wikidata5m")
         n_aliases = n_triples = 0
         names: dict[str, str] = {}  # relation id -> first alias (Wikidata5M has ~800 relations)

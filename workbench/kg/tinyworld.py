@@ -1005,15 +1005,15 @@ def _holds(con, world: World, questions: pa.Table) -> bool:
     """
     from workbench import store
 
-    ours = questions.select(["dataset", "question", "split"]).append_column(
+    generated = questions.select(["dataset", "question", "split"]).append_column(
         "question_id", pa.array(np.arange(questions.num_rows), pa.int64()))
     with store.registered(con, "_tw_entities", world.entities.select(["entity_id", "title"])), \
-            store.registered(con, "_tw_questions", ours):
+            store.registered(con, "_tw_questions", generated):
         (differ,) = con.execute("""
+            WITH stored AS (SELECT * FROM questions WHERE dataset IN (SELECT dataset FROM _tw_questions))
             SELECT (SELECT count(*) FROM entities e FULL JOIN _tw_entities g USING (entity_id)
                     WHERE e.title IS DISTINCT FROM g.title)
-                 + (SELECT count(*) FROM (SELECT * FROM questions WHERE dataset IN (SELECT dataset FROM _tw_questions)) q
-                    FULL JOIN _tw_questions g USING (question_id)
+                 + (SELECT count(*) FROM stored q FULL JOIN _tw_questions g USING (question_id)
                     WHERE q.question IS DISTINCT FROM g.question OR q.split IS DISTINCT FROM g.split)
             """).fetchall()[0]
     return differ == 0 and world.entities.num_rows > 0
