@@ -36,7 +36,7 @@ import pandas as pd
 
 from workbench import store
 from workbench.kg import filters
-from workbench.kg.walks import CSRGraph, hop_range, random_walks
+from workbench.kg.walks import CSRGraph, check_walk_memory, hop_range, random_walks
 
 
 def chain_hash(titles) -> str:
@@ -173,8 +173,9 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
         ['hops', 'unknown']
     """
     lo, hi = _checked_hops(min_hops, max_hops)
-    if walks < 1:
-        raise ValueError(f"walks: expected a positive number of walks, got {walks}")
+    if isinstance(walks, bool) or not isinstance(walks, (int, np.integer)) or walks < 1:
+        raise ValueError(f"walks: expected a positive number of walks, got {walks!r}")
+    check_walk_memory(walks, hi)  # before the graph is loaded: an absurd --walks fails at once
     graph = CSRGraph.from_store(con)
     if graph.n_edges == 0:
         raise ValueError("the store has no edges: build a world (`workbench world`) or import a source first")
