@@ -227,6 +227,20 @@ def _chain_frames(graph: CSRGraph, path: np.ndarray, rels: np.ndarray, hashes: l
     return chains, nodes
 
 
+def _same_g0(con, chains: pd.DataFrame, build: list) -> tuple[int, int] | None:
+    """(build id, G_0's evidence rows) when the store's latest build had the same settings and G_0
+    holds exactly these chains; else None."""
+    last = con.execute("SELECT build_id, seed, walks, min_hops, max_hops, params FROM pool_builds "
+                       "ORDER BY build_id DESC LIMIT 1").fetchall()
+    if not last or list(last[0][1:5]) != build[:4] or json.loads(last[0][5]) != json.loads(build[4]):
+        return None
+    stored = [h for (h,) in con.execute("SELECT hash FROM chains WHERE run IS NULL ORDER BY hash").fetchall()]
+    if stored != sorted(chains["hash"]):
+        return None
+    (n,) = con.execute("SELECT count(*) FROM evidence WHERE run IS NULL").fetchall()[0]
+    return int(last[0][0]), int(n)
+
+
 def _write_g0(con, chains: pd.DataFrame, nodes: pd.DataFrame, build: list, force: bool) -> tuple[int, int]:
     """Replace G_0 with ``chains`` and ``nodes``, add their evidence and the ``pool_builds`` row
     (``build``: seed, walks, min_hops, max_hops, params, rejections) in one transaction; returns
@@ -237,6 +251,9 @@ def _write_g0(con, chains: pd.DataFrame, nodes: pd.DataFrame, build: list, force
     con.register("_new_nodes", nodes)
     try:
         with store.transaction(con):
+            same = _same_g0(con, chains, build)
+            if same is not None:
+                return same  # the same build on the same world: G_0 (and the runs on it) stay as they are
             runs = _runs_on_g0(con)
             if runs and not force:
                 raise ValueError(f"G_0 is in use by run(s) {runs} (write-back evidence or candidates on G_0 "
