@@ -191,12 +191,13 @@ def damaged(err: Exception) -> bool:
     return any(sign in str(err) for sign in _DAMAGED)
 
 # DuckDB's file starts with three 4 KiB headers (the main one and two alternating database
-# headers); the blocks follow, so a whole file is at least this long plus its block count.
+# headers); the blocks follow, so a whole file is at least this long plus its USED blocks (its
+# header's total also counts free blocks, which a checkpoint may have cut from the file's end).
 HEADER_BYTES = 3 * 4096
 
 
 def check_whole(con: duckdb.DuckDBPyConnection, db: str | Path) -> None:
-    """ValueError when the store file at ``db`` is shorter than its header's block count says
+    """ValueError when the store file at ``db`` is shorter than its used blocks need
     (``connect`` also turns DuckDB's own errors for a damaged file into this ValueError).
 
     DuckDB opens a truncated file without complaint and fails only when a missing block is read
@@ -213,12 +214,11 @@ def check_whole(con: duckdb.DuckDBPyConnection, db: str | Path) -> None:
         ValueError: ...s.duckdb: the store is damaged (...); restore it from a copy or rebuild it
     """
     (row,) = con.execute("PRAGMA database_size").fetchall()
-    block_size, blocks = int(row[2]), int(row[3])
-    expected = HEADER_BYTES + blocks * block_size
+    block_size, used = int(row[2]), int(row[4])
     size = Path(db).stat().st_size
-    if blocks and size < expected:
-        raise ValueError(f"{db}: the store is damaged (truncated: {size} bytes, its header counts {blocks} "
-                         f"blocks of {block_size} bytes); {RESTORE}")
+    if used and size < HEADER_BYTES + used * block_size:
+        raise ValueError(f"{db}: the store is damaged (truncated: {size} bytes for {used} used blocks of "
+                         f"{block_size} bytes); {RESTORE}")
 
 
 _open_transactions: dict[int, int] = {}  # id(connection) -> nesting depth of ``transaction`` blocks

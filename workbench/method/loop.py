@@ -101,53 +101,6 @@ class TrajectoryScore:
     reward: float
 
 
-def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str], graph: EvidenceGraph,
-                     reward_fn=R.solver_reward, beta: float = 0.2) -> TrajectoryScore:
-    """Score one trajectory as the loop does: exact match, the extracted path (Eq. 8) over the
-    entities in ``titles`` (the retrieved ones plus the candidate answer entities), its support
-    against G_t (Eq. 9), and the solver reward (Eq. 7, or the method's ``reward_fn``).
-
-    Example:
-        >>> from workbench.method.path_support import PathSupportParams
-        >>> t = Trajectory(0, 0, "p", [], queries=["Ann"], entity_ids=[1], answer="Rome")
-        >>> g = EvidenceGraph({(1, 2): 1.0}, PathSupportParams())
-        >>> score_trajectory(t, ["Rome"], {1: "Ann", 2: "Rome"}, g)
-        TrajectoryScore(r_ans=1.0, path=[1, 2], s_path=1.0, passed=True, reward=1.2)
-    """
-    r_ans = exact_match(traj.answer or "", golds)
-    path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer)
-    verdict = graph.path_support(path) if len(path) >= 2 else None
-    s_path = verdict.s_path if verdict else 0.0
-    return TrajectoryScore(r_ans, path, s_path, bool(verdict and verdict.passed), reward_fn(r_ans, s_path, beta))
-
-
-def answer_choices(chains: list[ChainView], m: int) -> Choices:
-    """Eq. 2's a in {e_1..e_L} as a decoding constraint (``method.proposer_answer_choices``, ours):
-    after ``<answer>`` each of a chain's M prompts may only spell one of its entity titles, then
-    ``</answer>``. The question stays free text; the gate's other rules are unchanged.
-
-    Example:
-        >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""])
-        >>> answer_choices([c], 2).per_row
-        [['Ann</answer>', 'Rome</answer>'], ['Ann</answer>', 'Rome</answer>']]
-    """
-    return Choices(protocol.ANSWER_OPEN, [[t + protocol.ANSWER_CLOSE for t in c.titles] for c in chains for _ in range(m)])
-
-
-def chain_view(chain: Chain) -> ChainView:
-    """The fields the method reads from a pool chain: titles, relations and node passages.
-
-    A node shows its newest evidence, so passages that write-back attached in earlier rounds reach
-    the proposer (section 3.4: later rounds condition on richer contexts).
-    """
-    passages, newest = [""] * len(chain.entity_ids), [-1] * len(chain.entity_ids)
-    for ev in chain.evidence:
-        if ev.target == "node" and ev.text and ev.round > newest[ev.position]:
-            passages[ev.position], newest[ev.position] = ev.text, ev.round
-    return ChainView(chain.chain_id, chain.hash, list(chain.entity_ids), list(chain.titles),
-                     list(chain.relations), passages)
-
-
 @dataclass
 class Rollout:
     """One solver trajectory with its score."""
