@@ -7,7 +7,7 @@ import os
 import pytest
 
 from workbench import cli, store
-from workbench.search.index import BM25Index, Encoder, is_e5, load_corpus
+from workbench.search.index import Encoder, is_e5, load_corpus
 from workbench.search.tool import Hit, SearchTool, render
 
 # (entity_id, title, type, [paragraphs]): invented names, so no encoder has memorised them.

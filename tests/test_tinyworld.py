@@ -12,7 +12,7 @@ import pytest
 
 from workbench import cli, store
 from workbench.kg import names
-from workbench.kg.tinyworld import RELATIONS, REAL_TYPES, WORLD_TABLES, generate_world, write_world
+from workbench.kg.tinyworld import REAL_TYPES, WORLD_TABLES, generate_world, write_world
 
 N = 200  # the smoke size
 

@@ -17,6 +17,7 @@ Bootstrap intervals are percentile intervals over ``n_boot`` resamples of questi
 Example:
     >>> sign_test({1: 1, 2: 1, 3: 0, 4: 0}, {1: 1, 2: 0, 3: 0, 4: 0})
     SignTest(a_only=1, b_only=0, both=1, neither=2, p=1.0)
+    >>> from workbench.scoring import bootstrap_ci
     >>> mean, lo, hi = bootstrap_ci([1, 0, 1, 1], seed=0)
     >>> lo <= mean <= hi
     True
@@ -24,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass
@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from workbench import store
-from workbench.scoring import N_BOOT, bootstrap_ci, macro_bootstrap_ci, summarize
+from workbench.scoring import N_BOOT, macro_bootstrap_ci, summarize
 
 _EVAL_ID = re.compile(r"^(?P<backbone>[^/]+)/(?P<method>[^/]+)/(?P<dataset>[^/]+)/(?P<split>[^/#]+)#(?P<n>\d+)$")
 
