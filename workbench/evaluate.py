@@ -280,6 +280,24 @@ class Comparison:
     n_a: int | None = None  # questions each evaluation answered; the test pairs the shared ones
     n_b: int | None = None
 
+    def table(self, a: str = "A", b: str = "B"):
+        """The comparison as a two-column table a reader scans, narrow enough for a notebook: the two
+        evaluations, the questions paired, B - A in EM points with its paired 95% interval, the
+        discordant pairs and the sign test's p.
+
+        Example:
+            >>> c = Comparison(SignTest(1, 3, 10, 6, 0.625), 0.1, -0.05, 0.25)
+            >>> c.table("base", "trained").loc["B - A (EM points)", "value"]
+            '+10.0 [-5.0, +25.0]'
+        """
+        import pandas as pd
+
+        t = self.test
+        rows = {"A": a, "B": b, "questions paired": self.shared,
+                "B - A (EM points)": f"{100 * self.gain:+.1f} [{100 * self.low:+.1f}, {100 * self.high:+.1f}]",
+                "A right, B wrong": t.a_only, "B right, A wrong": t.b_only, "sign test p": f"{t.p:.4g}"}
+        return pd.DataFrame({"value": list(rows.values())}, index=list(rows), dtype=object)
+
     @property
     def shared(self) -> int:
         """Questions both evaluations answered: the pairs behind the test and the interval."""

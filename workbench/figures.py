@@ -48,6 +48,7 @@ BUILDUP: dict[str, str] = {
 }
 PNG_HELP = ("PNG export off: kaleido needs a Chrome/Chromium (`apt-get install chromium` on Debian, "
             "or `plotly_get_chrome`); wrote HTML only")
+PNG_WIDTH = 900  # CSS pixels of a saved PNG (a notebook's output width); its file has twice as many
 PAPER_COLOUR = "#636efa"  # the paper's bars (plotly's first qualitative colour); runs take the others
 _png_works: bool | None = None  # learnt on the first PNG; a missing browser is not looked for again
 
@@ -74,7 +75,8 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
         try:
             with warnings.catch_warnings():  # plotly passes kopts a running server does not need
                 warnings.filterwarnings("ignore", message="The kopts argument is ignored")
-                fig.write_image(png, width=1200, height=max(500, fig.layout.height or 500))
+                # a notebook's width, drawn at twice the pixels: readable where a notebook or a page shows it
+                fig.write_image(png, width=PNG_WIDTH, height=max(500, fig.layout.height or 500), scale=2)
             written.append(png)
         except Exception as err:  # a browser that crashes must not cost the HTML
             print(f"PNG export failed for {name} ({type(err).__name__}: {err}); wrote HTML only")
@@ -92,7 +94,7 @@ class SavedFigure:
 
     Example:
         >>> shown = SavedFigure(go.Figure(), "demo", [Path("demo.html")])
-        >>> sorted(shown._repr_mimebundle_())
+        >>> sorted(shown._repr_mimebundle_()[0])
         ['application/vnd.plotly.v1+json', 'text/html', 'text/plain']
     """
 
@@ -105,13 +107,13 @@ class SavedFigure:
     def __repr__(self) -> str:
         return f"figure {self.name}: " + ", ".join(str(p) for p in self.written)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
         bundle = {"application/vnd.plotly.v1+json": json.loads(self.fig.to_json()), "text/plain": repr(self)}
-        if self.png is not None:
-            bundle["image/png"] = base64.b64encode(self.png.read_bytes()).decode("ascii")
-        else:
+        if self.png is None:
             bundle["text/html"] = self._html()
-        return bundle
+            return bundle, {}
+        bundle["image/png"] = base64.b64encode(self.png.read_bytes()).decode("ascii")
+        return bundle, {"image/png": {"width": PNG_WIDTH}}  # the file has 2x the pixels: sharp, not huge
 
     def _html(self) -> str:
         first = not SavedFigure._plotlyjs_sent

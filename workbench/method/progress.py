@@ -123,17 +123,22 @@ class WarmStartProgress:
         self.bar, self.done, self.stage = None, 0, ""
 
     def _advance(self, done: int, stage: str) -> None:
-        self.bar.update(done - self.done)
+        """Move the bar to ``done`` of ``total`` in ``stage``: one redraw (one line in papermill's log)."""
+        self.bar.set_description_str(f"warm start: {stage}", refresh=False)
+        if done > self.done:
+            self.bar.update(done - self.done)
+        else:
+            self.bar.refresh()
         self.done, self.stage = done, stage
-        self.bar.set_description_str(f"warm start: {stage}")
 
     def __call__(self, line: str) -> None:
         step = self._STEP.search(line)
         if "demonstrations from" in line and self.bar is None:
             self.log(line + "  (trained here once, then cached)")
-            self.bar = text_bar(self.total, "warm start", unit="step", enabled=self.enabled,
+            # 1 of total: the demonstrations, tokenizer and model are made; SFT starts
+            self.done, self.stage = 1, "SFT"
+            self.bar = text_bar(self.total, "warm start: SFT", initial=1, unit="step", enabled=self.enabled,
                                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}")
-            self._advance(1, "SFT")  # demonstrations, tokenizer and model are made
         elif step and self.bar is not None:
             done, steps = int(step.group(1)), int(step.group(2))
             self._advance(1 + done, "validating" if done >= steps else "SFT")
