@@ -208,21 +208,23 @@ def test_figure3_paper_labels_are_annotations_not_clipped_text():
 
 
 def test_saved_figure_carries_a_png_or_inline_html(tmp_path, monkeypatch):
-    fig = go.Figure(go.Bar(x=["a"], y=[1]))
+    fig = go.Figure(go.Bar(x=["a"], y=[1]), layout=dict(title="A <b>bar</b>"))
     png = tmp_path / "f.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\nfake")
-    bundle, meta = figures.SavedFigure(fig, "f", [tmp_path / "f.html", png])._repr_mimebundle_()
-    assert bundle["image/png"] == "iVBORw0KGgpmYWtl" and "text/html" not in bundle
-    assert meta == {"image/png": {"width": figures.PNG_WIDTH}}
+    bundle = figures.SavedFigure(fig, "f", [tmp_path / "f.html", png])._repr_mimebundle_()
+    # no image/png: JupyterLab's plotly renderer would show it instead of the interactive figure
+    assert set(bundle) == {"application/vnd.plotly.v1+json", "text/html", "text/plain"}
+    assert bundle["text/html"].startswith('<img src="data:image/png;base64,iVBORw0KGgpmYWtl" alt="A &lt;b&gt;bar')
+    assert "max-width: 100%" in bundle["text/html"]
     assert bundle["application/vnd.plotly.v1+json"]["data"][0]["type"] == "bar"
     monkeypatch.setattr(figures.SavedFigure, "_plotlyjs_sent", False)
-    first = figures.SavedFigure(fig, "f", [tmp_path / "f.html"])._repr_mimebundle_()[0]["text/html"]
-    second = figures.SavedFigure(fig, "g", [tmp_path / "g.html"])._repr_mimebundle_()[0]["text/html"]
+    first = figures.SavedFigure(fig, "f", [tmp_path / "f.html"])._repr_mimebundle_()["text/html"]
+    second = figures.SavedFigure(fig, "g", [tmp_path / "g.html"])._repr_mimebundle_()["text/html"]
     assert len(first) > 1_000_000 > len(second)  # plotly.js inline once, then reused
     assert "Plotly.newPlot" in second and str(tmp_path / "g.html") in second
 
 
 def test_show_without_a_browser_falls_back_to_html(tmp_path, no_browser, capsys):
     shown = figures.show(go.Figure(go.Bar(x=["a"], y=[1])), "probe", out_dir=tmp_path)
-    assert shown.png is None and "text/html" in shown._repr_mimebundle_()[0]
+    assert shown.png is None and "Plotly.newPlot" in shown._repr_mimebundle_()["text/html"]
     assert "apt-get install chromium" in capsys.readouterr().out

@@ -4,6 +4,7 @@ Chromium exists, else the figure as HTML with plotly.js inline -- not only plotl
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import nbformat
@@ -26,7 +27,7 @@ def _render(tmp_path) -> list[tuple[str, BeautifulSoup]]:
     html, _ = HTMLExporter().from_notebook_node(nbformat.read(out, as_version=4))
     cells = BeautifulSoup(html, "html.parser").select(".jp-CodeCell")
     shown = [(c.select_one(".jp-InputArea").get_text(), c.select_one(".jp-OutputArea")) for c in cells]
-    figures = [(src, output) for src, output in shown if "figures.show(" in src]
+    figures = [(src, output) for src, output in shown if re.search(r"figures\.(table[12]|figure[34])\(", src)]
     assert len(figures) == 4, [src for src, _ in shown]  # Tables 1-2, Figures 3-4
     return figures
 
@@ -37,7 +38,7 @@ def test_every_figure_of_an_executed_notebook_renders_as_a_png_in_nbconvert_html
     for src, output in _render(tmp_path):
         images = output.select('img[src^="data:image/png;base64,"]')
         assert len(images) == 1 and len(images[0]["src"]) > 10_000, src  # a real picture, one per figure
-        assert images[0].get("width") == "900"
+        assert images[0].get("width") == "900" and "max-width: 100%" in images[0]["style"]
 
 
 def test_without_a_chromium_every_figure_renders_as_inline_html(tmp_path, monkeypatch):

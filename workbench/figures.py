@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
 import textwrap
@@ -86,15 +87,19 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
 
 
 class SavedFigure:
-    """A saved figure as a notebook displays it: plotly's own JSON (interactive in JupyterLab, VS Code)
-    and a static copy for every reader that does not run plotly's JavaScript (``jupyter nbconvert``,
-    GitHub, a saved notebook opened elsewhere): the PNG that ``save_fig`` wrote, or, without a
-    Chromium to write one, the figure as HTML with plotly.js inline (the first figure of a process
-    carries plotly.js, ~4.8 MB; later ones use it) and a line naming the saved file.
+    """A saved figure as a notebook displays it: plotly's own JSON, which JupyterLab and VS Code draw
+    interactively, and a static copy as HTML for every reader that does not run plotly's JavaScript
+    (``jupyter nbconvert``, nbviewer, a saved notebook opened elsewhere): the PNG that ``save_fig``
+    wrote, as an image that fits the page's width, or, without a Chromium to write one, the figure
+    with plotly.js inline (the first figure of a process carries plotly.js, ~4.8 MB; later ones use
+    it) and a line naming the saved file.
+
+    The PNG goes in as HTML, not as ``image/png``: JupyterLab's plotly renderer shows a bundle's
+    ``image/png`` instead of the interactive figure, at the file's pixel size.
 
     Example:
         >>> shown = SavedFigure(go.Figure(), "demo", [Path("demo.html")])
-        >>> sorted(shown._repr_mimebundle_()[0])
+        >>> sorted(shown._repr_mimebundle_())
         ['application/vnd.plotly.v1+json', 'text/html', 'text/plain']
     """
 
@@ -107,15 +112,18 @@ class SavedFigure:
     def __repr__(self) -> str:
         return f"figure {self.name}: " + ", ".join(str(p) for p in self.written)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
-        bundle = {"application/vnd.plotly.v1+json": json.loads(self.fig.to_json()), "text/plain": repr(self)}
-        if self.png is None:
-            bundle["text/html"] = self._html()
-            return bundle, {}
-        bundle["image/png"] = base64.b64encode(self.png.read_bytes()).decode("ascii")
-        return bundle, {"image/png": {"width": PNG_WIDTH}}  # the file has 2x the pixels: sharp, not huge
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"application/vnd.plotly.v1+json": json.loads(self.fig.to_json()), "text/plain": repr(self),
+                "text/html": self._png_html() if self.png is not None else self._plotly_html()}
 
-    def _html(self) -> str:
+    def _png_html(self) -> str:
+        data = base64.b64encode(self.png.read_bytes()).decode("ascii")
+        title = html.escape((self.fig.layout.title.text or self.name), quote=True)
+        # the file has twice the pixels of PNG_WIDTH: sharp at that width, scaled down on a narrower page
+        return (f'<img src="data:image/png;base64,{data}" alt="{title}" width="{PNG_WIDTH}" '
+                'style="max-width: 100%; height: auto">')
+
+    def _plotly_html(self) -> str:
         first = not SavedFigure._plotlyjs_sent
         SavedFigure._plotlyjs_sent = True
         note = (f"<p>Figure {self.name}: saved as {self.written[0]}; it draws here where JavaScript runs "
@@ -387,9 +395,11 @@ def table2(con=None, buildup: dict[str, str] | None = None) -> tuple[dict[str, p
         >>> tables["paper"].delta.tolist()[1:]
         [1.5, 1.1, 0.6]
     """
+    buildup = buildup or BUILDUP
     tables = {"paper": paper.table2().drop(columns="provenance"), "this run": table2_run(con, buildup)}
+    runs = store_runs(con)
     return tables, _tables_figure(tables, "Table 2: build-up ablation (Δ and sign test vs previous row)",
-                                  store_runs(con))
+                                  runs[runs.method.isin(list(buildup))])  # the build-up runs, not every run
 
 
 def _tables_figure(tables: dict[str, pd.DataFrame], title: str, runs: pd.DataFrame) -> go.Figure:
@@ -486,14 +496,24 @@ def _figure3_run(fig: go.Figure, runs: pd.DataFrame, metrics: pd.DataFrame) -> N
                 first = False
     last = int(metrics["round"].max()) if len(metrics) else 1
     for row, (left, right) in enumerate(_F3_AXES, start=1):
-        # whole rounds only: a tick every round up to 10 rounds, then about eight ticks
-        fig.update_xaxes(title_text="round", tick0=0, dtick=max(1, -(-last // 8)), row=row, col=2)
+        whole_ticks(fig, last, title_text="round", row=row, col=2)
         fig.update_yaxes(title_text=left, rangemode="tozero", row=row, col=2, secondary_y=False)
         if right:
             fig.update_yaxes(title_text=right, tickformat=".4~g", nticks=5, tickmode="auto", showgrid=False,
                              row=row, col=2, secondary_y=True)
     fig.update_yaxes(range=[0, 1.02], row=1, col=2, secondary_y=False)  # validation EM is a share
     fig.update_yaxes(range=[0, 1.02], row=2, col=2, secondary_y=True)   # so is the seed fallback rate
+
+
+def whole_ticks(fig: go.Figure, last: int, **where) -> go.Figure:
+    """Whole-number ticks on the x axes ``where`` selects (rounds, hops): one per value up to 8, then
+    about eight; plotly would otherwise tick 0, 0.5, 1 on a run of two rounds.
+
+    Example:
+        >>> whole_ticks(go.Figure(go.Scatter(x=[0, 1], y=[1, 2])), 1).layout.xaxis.dtick
+        1
+    """
+    return fig.update_xaxes(tick0=0, dtick=max(1, -(-int(last) // 8)), **where)
 
 
 def run_colour(i: int) -> str:
@@ -527,21 +547,23 @@ def figure4(con=None) -> go.Figure:
         text = [("≈" if a else "") + f"{v:g}" for v, a in zip(rows.value, rows.approx)]
         fig.add_trace(go.Bar(x=rows.group, y=rows.value, text=text, name="paper (Qwen2.5-7B-Instruct)",
                              marker_color=PAPER_COLOUR, showlegend=col == 1), row=1, col=col)
-    shown = []
-    for r in runs.itertuples():
-        m = metrics[metrics.run == r.run] if not metrics.empty else metrics
-        keys = [f"{metric}_{group}" for metric in ("avg_hops", "p_s") for group in ("generated", "seed")]
-        if m.empty or not any(k in m for k in keys):
-            continue
-        shown.append(r.run)
+    keys = [f"{metric}_{group}" for metric in ("avg_hops", "p_s") for group in ("generated", "seed")]
+    shown = [r for r in runs.itertuples() if not metrics.empty and any(k in metrics for k in keys)
+             and (metrics.run == r.run).any()]
+    for r in shown:
+        m = metrics[metrics.run == r.run]
         for col, metric in enumerate(("avg_hops", "p_s"), start=1):
             y = [m[f"{metric}_{g}"].mean() if f"{metric}_{g}" in m else None for g in ("generated", "seed")]
-            fig.add_trace(go.Bar(x=["generated", "seed"], y=y, name=f"this run: {r.run} ({r.method})",
-                                 text=[None if v is None or pd.isna(v) else f"{v:.3g}" for v in y],
+            # values on the bars up to two runs; more side by side would print over each other (hover has them)
+            text = [None if v is None or pd.isna(v) or len(shown) > 2 else f"{v:.3g}" for v in y]
+            fig.add_trace(go.Bar(x=["generated", "seed"], y=y, name=f"this run: {r.run} ({r.method})", text=text,
                                  marker_color=run_colour(r.Index), legendgroup=r.run, showlegend=col == 1), row=1, col=col)
+    # values above the bars, level; one too wide for a narrow (notebook-width) bar is left out, not turned
+    fig.update_traces(textposition="outside", textangle=0, cliponaxis=False)
     fig.update_layout(barmode="group", legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top"),
-                      margin=dict(b=90))
-    return _layout(fig, "Figure 4: generated vs seed questions", runs[runs.run.isin(shown)], height=520)
+                      margin=dict(b=90), uniformtext=dict(minsize=9, mode="hide"))
+    return _layout(fig, "Figure 4: generated vs seed questions", runs[runs.run.isin([r.run for r in shown])],
+                   height=520)
 
 
 def table_caption(name: str, side: str, con=None) -> str:
