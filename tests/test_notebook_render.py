@@ -51,3 +51,11 @@ def test_without_a_chromium_every_figure_renders_as_inline_html(tmp_path, monkey
         assert html is not None and html.select_one(".plotly-graph-div") is not None, src
         assert "Plotly.newPlot" in html.decode() and "saved as" in html.get_text(), src
     assert "plotly.js" in figures[0][1].decode()  # the first figure brings plotly.js, the others use it
+
+
+def test_notebooks_take_eval_labels_and_presets_from_the_models():
+    """Smoke results carry the CLI's labels (tiny-smoke/base): no notebook names its own backbone or preset."""
+    for path in sorted(paths.notebooks_dir().glob("*.ipynb")):
+        code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        for call in re.findall(r"\bevaluate\((.*?)\)\n", code, re.S):
+            assert "backbone=" not in call and "preset=" not in call, f"{path.name}: evaluate({call})"
