@@ -47,5 +47,5 @@ def test_set_overrides_take_the_field_type():
 
     assert preset("tiny", **{"method.lr": "3e-5"}).method.lr == 3e-5
     assert preset("smoke", **{"method.gate_allow_topic": "false"}).method.gate_allow_topic is False
-    with pytest.raises(ValueError, match="'method.steps': expected a int"):
+    with pytest.raises(ValueError, match="'method.steps': expected an int"):
         preset("tiny", **{"method.steps": "many"})

@@ -96,3 +96,128 @@ def test_kill_then_resume_at_every_other_point(world, tmp_path, point):
 @pytest.mark.slow
 def test_kill_in_the_best_swap_keeps_a_best(world, tmp_path):
     _kill_and_resume(world, tmp_path, "best_swap", kill_round=0)
+
+
+# ----------------------------------------------------------------- imports and pool builds (issue 12)
+# The same style: a real SIGKILL of a subprocess at a named point (tests/fixtures/fault_import.py);
+# afterwards the store is exactly as before or exactly as after an uninterrupted run, and a rerun
+# of the same command completes (or, once the import committed, is refused as already done).
+
+IMPORT_SCRIPT = Path(__file__).parent / "fixtures" / "fault_import.py"
+ROOT = Path(__file__).resolve().parents[1]
+FAST_IMPORT_POINTS = ["import_before_commit", "pool_evidence"]
+SLOW_IMPORT_POINTS = ["import_first_batch", "import_staged", "import_edges", "import_after_commit",
+                      "qa_before_commit", "pool_walks", "pool_deleted", "pool_after_commit"]
+
+
+def _workbench(point, *argv, file_limit=None):
+    """``workbench ARGV`` in a subprocess killed at ``point`` ("none": not killed); ``file_limit``
+    caps the size of any file it writes (RLIMIT_FSIZE: a disk that fills, injected)."""
+    import resource
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failing write returns EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+
+    return subprocess.run([sys.executable, str(IMPORT_SCRIPT), point, "--", *map(str, argv)], env=env,
+                          capture_output=True, text=True, timeout=300, preexec_fn=limit if file_limit else None)
+
+
+def snapshot(db) -> dict:
+    """Every table's row count and an order-free hash of its rows (creation times left out)."""
+    con = store.connect(db, read_only=True)
+    try:
+        out = {}
+        for (table,) in con.execute("SHOW TABLES").fetchall():
+            columns = [c for (c,) in con.execute(f"SELECT column_name FROM (DESCRIBE {table})").fetchall()]
+            rows = f"(SELECT {', '.join(c for c in columns if c != 'created_at')} FROM {table})"
+            out[table] = con.execute(f"SELECT count(*), sum(hash(t)) FROM {rows} t").fetchall()[0]
+        return out
+    finally:
+        con.close()
+
+
+COMMANDS = {  # point prefix -> (the command's arguments given db and files, the in-process whole run)
+    "import": lambda db, f: ["import", "kilt", f["kilt"], "--db", db, "--no-progress"],
+    "qa": lambda db, f: ["import", "qa", f["qa"], "--name", "nq", "--db", db],
+    "pool": lambda db, f: ["pool", "build", "--db", db, "--preset", "smoke", "--walks", 400, "--seed", 7],
+}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """A smoke store with a G_0 (seed 1), input files, and each command's result run whole."""
+    from test_sources import write_kilt_like
+
+    from workbench.cli import main
+    from workbench.kg.pool import build_pool
+    from workbench.kg.tinyworld import build_world
+
+    folder = tmp_path_factory.mktemp("import_faults")
+    base = folder / "base.duckdb"
+    con = store.connect(base)
+    build_world(con, preset="smoke")
+    build_pool(con, walks=300, seed=1)
+    con.close()
+    files = {"kilt": folder / "kilt.jsonl", "qa": folder / "nq.jsonl"}
+    write_kilt_like(files["kilt"], 300)
+    files["qa"].write_text("".join(json.dumps({"id": i, "question": f"q{i}?", "answers": [f"a{i}"]}) + "\n"
+                                   for i in range(50)))
+    whole = {}
+    for kind, argv in COMMANDS.items():
+        db = folder / f"whole-{kind}.duckdb"
+        shutil.copy(base, db)
+        assert main(list(map(str, argv(db, files)))) == 0
+        whole[kind] = snapshot(db)
+    return base, files, whole
+
+
+def _kill_and_rerun(inputs, tmp_path, point):
+    base, files, whole = inputs
+    kind = point.split("_")[0]
+    db = tmp_path / "s.duckdb"
+    shutil.copy(base, db)
+    before, after = snapshot(db), whole[kind]
+    argv = COMMANDS[kind](db, files)
+    killed = _workbench(point, *argv)
+    assert killed.returncode == -9, f"{point}: not killed ({killed.returncode}): {killed.stderr[-1500:]}"
+    now = snapshot(db)
+    assert now in (before, after), f"{point}: the store is neither as before nor whole"
+    assert now == (after if point.endswith("after_commit") else before), f"{point}: committed too early or late"
+    rerun = _workbench("none", *argv)
+    if now == after and kind != "pool":  # the import committed: doing it again is refused, nothing changes
+        assert rerun.returncode == 2 and "already" in rerun.stderr, rerun.stderr
+    else:
+        assert rerun.returncode == 0, rerun.stderr[-2000:]
+    final = snapshot(db)
+    if kind == "pool" and now == after:  # a second build of the same G_0: one more pool_builds row
+        final.pop("pool_builds"), after.pop("pool_builds")
+    assert final == after
+
+
+@pytest.mark.parametrize("point", FAST_IMPORT_POINTS)
+def test_kill_during_import_or_pool_build_leaves_before_or_whole(inputs, tmp_path, point):
+    _kill_and_rerun(inputs, tmp_path, point)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", SLOW_IMPORT_POINTS)
+def test_kill_at_every_other_point_of_import_and_pool_build(inputs, tmp_path, point):
+    _kill_and_rerun(inputs, tmp_path, point)
+
+
+def test_a_disk_that_fills_at_commit_is_one_line_and_changes_nothing(inputs, tmp_path):
+    base, files, whole = inputs
+    db = tmp_path / "s.duckdb"
+    shutil.copy(base, db)
+    before = snapshot(db)
+    argv = COMMANDS["import"](db, files)
+    full = _workbench("none", *argv, file_limit=64 * 1024)  # the WAL cannot hold the commit
+    assert full.returncode == 1, full.stderr[-2000:]
+    assert full.stderr.count("\n") == 1 and "File too large" in full.stderr and "rolled back" in full.stderr
+    assert snapshot(db) == before
+    assert _workbench("none", *argv).returncode == 0
+    assert snapshot(db) == whole["import"]

@@ -83,6 +83,10 @@ def test_resume_refuses_other_settings(db):
               overrides={"method.lr": 1e-3})
     rows = train(db, run="strict", method="c2", preset="smoke", steps=2, resume=True, progress=False, log=None)
     assert [r["round"] for r in rows] == [0, 1]
+    con = store.connect(db, read_only=True)
+    (config,) = con.execute("SELECT config FROM runs WHERE run = 'strict'").fetchone()
+    con.close()
+    assert json.loads(config)["method"]["anneal_steps"] == 1  # p*(t) keeps the first run's horizon
 
 
 def test_minibatches_take_that_many_optimiser_steps_per_round(db):
@@ -170,3 +174,29 @@ def test_rewards_and_verifier_are_configuration(db):
     stored = json.loads(con.execute("SELECT config FROM runs WHERE run = 'eog'").fetchone()[0])
     con.close()
     assert stored["method"]["proposer_reward"] == "eog_variance"
+
+
+def test_a_round_with_admitted_candidates(db, monkeypatch):
+    """Constructed proposer output (the smoke base writes none the gate admits): admitted
+    questions are stored, posed to the solver, get Eq. 10's reward from their G rollouts, and
+    their trajectories are offered to write-back."""
+    from workbench.method import loop
+
+    real_gate = loop.gate
+
+    def gate(chain, candidates, *args, **kwargs):
+        q = f"What is the {chain.relations[-1]} of the {chain.relations[0]} of {chain.titles[0]}?"
+        return real_gate(chain, [(q, chain.titles[-1])] * len(candidates), *args, **kwargs)
+
+    monkeypatch.setattr(loop, "gate", gate)
+    rows = train(db, run="admitted", method="coevokg", preset="smoke", steps=2, progress=False, log=None)
+    assert all(r["admitted_rate"] > 0 and r["p_s_generated"] is not None for r in rows)
+    assert all(r["seed_fallback_rate"] < 1 for r in rows)
+    offered = sum(r["writeback_rejected"] + r["writeback_merged_evidence"] for r in rows)
+    assert offered >= rows[0]["admitted_rate"] * 4 * 4  # G rollouts of each admitted question
+    con = store.connect(db, read_only=True)
+    rewards = con.execute("SELECT reward FROM candidates WHERE run = 'admitted' AND admitted").fetchall()
+    generated = con.execute("SELECT count(*) FROM generated_questions WHERE run = 'admitted'").fetchone()[0]
+    con.close()
+    assert rewards and all(r is not None and 0 <= r <= 1 for (r,) in rewards)  # Eq. 10's bell
+    assert generated == len(rewards)

@@ -98,3 +98,21 @@ def test_every_row_names_its_source():
     for frame in (paper.table1(), paper.table2(), paper.figure3(), paper.figure4()):
         assert frame.provenance.notna().all()
         assert frame.provenance.str.contains("000_6eb86ed85750a8a8|001_faf3b92a7ae24e69").all()
+
+
+def test_reference_runs_give_the_logged_table():
+    """data/reference/ holds the session-5 runs; LOG.md's seed table follows from them."""
+    import json
+    from pathlib import Path
+
+    from workbench.evaluate import across_seeds
+
+    ref = json.loads((Path(__file__).parents[1] / "data" / "reference" / "tiny_table2_20rounds.json").read_text())
+    assert {"commit", "command", "machine", "date"} <= set(ref["provenance"])
+    scores: dict[str, list[float]] = {}
+    for run, e in sorted(ref["evaluations"].items()):
+        scores.setdefault(run.rsplit("_s", 1)[0], []).append(e["test_macro_em"])
+        assert len(ref["metrics"][run]) == 20
+    table = across_seeds(scores, reference="coevokg")
+    assert table.loc["coevokg", "mean"] == pytest.approx(59.25) and table.loc["search_r1", "mean"] == pytest.approx(60.6)
+    assert table.loc["search_r1", "p"] < 0.05  # Search-R1 above CoEvoKG on TinyWorld (negative result)

@@ -148,3 +148,21 @@ def test_token_logprobs_entropy_over_the_masked_predictions(policy):
     expected = (ent[0, 1] + ent[0, 2] + ent[1, 0]) / 3
     assert float(entropy) == pytest.approx(float(expected), rel=1e-5)
     assert logp[1, 2:].abs().sum() == 0  # padded positions are 0
+
+
+def test_choices_constrain_only_what_follows_the_marker(policy, tok):
+    """After a generated <answer>, only tokens continuing one of the row's choices survive; before
+    it, and in rows without choices, nothing is masked."""
+    from workbench.policy.generation import Choices, _ChoiceProcessor
+
+    marker = tok("<answer>", add_special_tokens=False)["input_ids"]
+    rome = tok("<answer>Rome</answer>", add_special_tokens=False)["input_ids"][len(marker):]
+    proc = _ChoiceProcessor(tok, Choices("<answer>", [["Rome</answer>", "Ann</answer>"], []]), prompt_len=2)
+    prompt = tok("<answer>x", add_special_tokens=False)["input_ids"][:2]  # a marker in the prompt does not count
+    vocab = len(tok)
+    before = torch.tensor([prompt + [5], prompt + [5]])
+    assert torch.isfinite(proc(before, torch.zeros(2, vocab))).all()
+    after = torch.tensor([prompt + marker + rome[:1], prompt + marker + rome[:1]])
+    out = proc(after, torch.zeros(2, vocab))
+    assert torch.isfinite(out[0]).sum() == 1 and torch.isfinite(out[0, rome[1]])  # only Rome's next token
+    assert torch.isfinite(out[1]).all()  # no choices: free

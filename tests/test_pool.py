@@ -315,3 +315,23 @@ def test_cli_export_reads_the_store_read_only_while_another_reader_has_it(con, t
         reader.close()
     assert "with their evidence passages" in capsys.readouterr().out
     assert "passages" in json.loads((tmp_path / "g0.jsonl").open().readline())
+
+
+def test_the_same_build_on_the_same_world_is_a_no_op_even_when_runs_use_it(tmp_path):
+    """A notebook that rebuilds G_0 with the settings it already has (while a run uses it) changes
+    nothing; other settings are still refused without force."""
+    from workbench import store
+    from workbench.kg.pool import build_pool
+    from workbench.kg.tinyworld import build_world
+
+    con = store.connect(tmp_path / "s.duckdb")
+    build_world(con, preset="smoke", seed=0)
+    first = build_pool(con, walks=500, seed=0)
+    chain = con.execute("SELECT min(chain_id) FROM chains").fetchone()[0]
+    con.execute("INSERT INTO candidates (candidate_id, run, round, chain_id) VALUES (0, 'r', 0, ?)", [chain])
+    before = con.execute("SELECT count(*), max(chain_id) FROM chains").fetchone()
+    again = build_pool(con, walks=500, seed=0)
+    assert again["build_id"] == first["build_id"] and again["evidence"] == first["evidence"]
+    assert con.execute("SELECT count(*), max(chain_id) FROM chains").fetchone() == before
+    with pytest.raises(ValueError, match="in use"):
+        build_pool(con, walks=400, seed=0)

@@ -118,15 +118,21 @@ def test_malformed_writes_nothing(con, tmp_path, name, write, fmt, expected):
     assert con.execute("SELECT count(*), (SELECT count(*) FROM imports) FROM questions").fetchone() == before
 
 
-def test_reimport_needs_replace(con, tmp_path):
+def test_reimport_needs_replace_or_append(con, tmp_path):
     path = jsonl(tmp_path / "a.jsonl", [{"question": "q", "answers": ["a"]}])
     import_qa(con, path, "a")
-    with pytest.raises(ValueError, match="dataset 'a' already has questions in {'test': 1}; pass --replace"):
+    with pytest.raises(ValueError, match="dataset 'a' already has questions in {'test': 1}; pass --replace .* "
+                                         "or --append"):
         import_qa(con, path, "a")
     assert import_qa(con, path, "a", replace=True)["replaced"] == 1
     assert con.execute("SELECT count(*) FROM questions").fetchone() == (1,)
     import_qa(con, path, "a", split="dev")  # another split of the same dataset is no clash
     assert con.execute("SELECT count(*) FROM questions").fetchone() == (2,)
+    more = jsonl(tmp_path / "b.jsonl", [{"question": "q2", "answers": ["b"]}])
+    assert import_qa(con, more, "a", append=True)["appended_to"] == 1
+    assert con.execute("SELECT count(*) FROM questions WHERE split = 'test'").fetchone() == (2,)
+    with pytest.raises(ValueError, match="choose one"):
+        import_qa(con, more, "a", append=True, replace=True)
 
 
 def test_cli_import_qa(tmp_path, capsys):
@@ -139,3 +145,69 @@ def test_cli_import_qa(tmp_path, capsys):
     assert "expected a JSON object" in capsys.readouterr().err
     con = store.connect(db)
     assert con.execute("SELECT dataset, count(*) FROM questions GROUP BY ALL").fetchall() == [("hotpotqa", 2)]
+
+
+# ------------------------------------------------------------------ issue 12: encoding and degenerate inputs
+
+BOM = b"\xef\xbb\xbf"
+
+
+def test_a_byte_order_mark_is_dropped(con, tmp_path):
+    """Regression: the QA importer refused a file starting with a UTF-8 BOM (the source importers kept it)."""
+    plain = tmp_path / "p.jsonl"
+    plain.write_bytes(BOM + json.dumps({"question": "q", "answers": ["a"]}).encode() + b"\n")
+    assert import_qa(con, plain, "p")["questions"] == 1
+    kilt = tmp_path / "k.jsonl"
+    kilt.write_bytes(BOM + json.dumps({"id": "x", "input": "q", "output": [{"answer": "a"}]}).encode() + b"\n")
+    assert import_qa(con, kilt, "k")["format"] == "kilt"
+    hotpot = tmp_path / "h.json"
+    hotpot.write_bytes(BOM + json.dumps(HOTPOT).encode())
+    assert import_qa(con, hotpot, "h")["format"] == "hotpot"
+
+
+@pytest.mark.parametrize("name, content, expected", [
+    ("u.jsonl", b'{"question": "q", "answers": ["a"]}\n{"question": "caf\xe9", "answers": ["a"]}\n',
+     r"u\.jsonl line 2: expected UTF-8 text \(invalid continuation byte at byte 17 of the line\)"),
+    ("h.json", b'[\n{"question": "caf\xe9"}]', r"h\.json line 2: expected UTF-8 text"),
+    ("s.jsonl", b'{"question": "q", "answers": ["a"]}\n{"question": "\\ud800?", "answers": ["a"]}\n',
+     r"s\.jsonl line 2: expected a JSON object: text that cannot be stored: a lone UTF-16 surrogate '\\ud800'"),
+    ("d.jsonl", b'{"question": "q", "answers": ["a"]}\n' + b"[" * 50_000 + b"]" * 50_000 + b"\n",
+     r"d\.jsonl line 2: expected a JSON object: JSON nested deeper than Python's recursion limit"),
+    ("i.jsonl", b'{"id": 1, "question": "q", "answers": ["a"]}\n{"id": 1, "question": "r", "answers": ["b"]}\n',
+     r"i\.jsonl line 2 \(id 1\): duplicate id \(first at line 1\)"),
+    ("t.jsonl", b'{"question": "q", "answers": ["a"]}\n{"question": "r", "answers": ["b"], "split": 5}\n',
+     r"t\.jsonl line 2: expected field 'split' to be a string, got 5"),
+    ("f.jsonl", b'{"question": "q", "answers": ["a"]}\n{"question": "r", "answers": ["b"], "family": {"a": 1}}\n',
+     r"f\.jsonl line 2: expected field 'family' to be a string"),
+])
+def test_bad_records_name_file_and_line_and_are_skippable(con, tmp_path, name, content, expected):
+    path = tmp_path / name
+    path.write_bytes(content)
+    fmt = "hotpot" if name.endswith(".json") else "auto"
+    with pytest.raises(ValueError, match=expected):
+        import_qa(con, path, "x", fmt=fmt)
+    assert con.execute("SELECT count(*) FROM questions").fetchone() == (0,)
+    if fmt == "hotpot":  # a whole-file error: nothing to skip
+        return
+    result = import_qa(con, path, "x", skip_bad=True)
+    assert (result["questions"], result["skipped"]) == (1, 1)
+    assert con.execute("SELECT line FROM skipped_lines").fetchall() == [(2,)]
+
+
+def test_duplicate_hotpot_ids_are_told(con, tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps([HOTPOT[0], HOTPOT[1], HOTPOT[0]]))
+    with pytest.raises(ValueError, match=r"h\.json index 2 \(id 'a1'\): duplicate id \(first at index 0\)"):
+        import_qa(con, path, "h")
+
+
+def test_qa_cli_names_a_directory_and_skips_bad(tmp_path, capsys):
+    db = str(tmp_path / "cli.duckdb")
+    assert main(["import", "qa", str(tmp_path), "--name", "x", "--db", db]) == 2
+    assert "is a directory; expected a QA file" in capsys.readouterr().err
+    path = tmp_path / "b.jsonl"
+    path.write_bytes(b'{"question": "q", "answers": ["a"]}\n\xff\n')
+    assert main(["import", "qa", str(path), "--name", "x", "--db", db]) == 2
+    assert "b.jsonl line 2: expected UTF-8 text" in capsys.readouterr().err
+    assert main(["import", "qa", str(path), "--name", "x", "--db", db, "--skip-bad"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == 1

@@ -199,6 +199,22 @@ def test_cli_search_prints_rendered_hits(db, capsys):
     assert "-k must be at least 1" in capsys.readouterr().err
 
 
+def test_cli_search_opens_the_store_read_only(db, tmp_path, capsys):
+    """Regression: `workbench search` opened the store for writing (issue 12). A read-only
+    connection held here makes any read-write open of the same file in this process fail."""
+    import duckdb
+
+    reader = duckdb.connect(str(db), read_only=True)
+    try:
+        assert cli.main(["search", "--db", str(db), "Who directed Grey Tide?", "-k", "1"]) == 0
+    finally:
+        reader.close()
+    assert "Grey Tide" in capsys.readouterr().out
+    missing = tmp_path / "none.duckdb"
+    assert cli.main(["search", "--db", str(missing), "x"]) == 2
+    assert "no store at" in capsys.readouterr().err and not missing.exists()
+
+
 def test_bench_recall_and_speed_on_bm25(db, tmp_path):
     from workbench.search import bench
 

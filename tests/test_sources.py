@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import threading
@@ -245,3 +246,172 @@ def test_kilt_import_memory_is_bounded(tmp_path):
     print(f"\nKILT-like import: {result['lines_per_s']:.0f} lines/s, peak RSS growth {growth_mb:.0f} MB, "
           f"file {path.stat().st_size / 2**20:.0f} MB")
     assert growth_mb < 80
+
+
+# ------------------------------------------------------------------ issue 12: nothing doubled, every fault told
+
+def test_reimporting_a_file_is_refused_unless_append(con, tmp_path, capsys):
+    """Regression: the same file again doubled every passage and anchor with exit 0 (issue 12, item 5)."""
+    path = write_lines(tmp_path / "kilt.jsonl", KILT)
+    first = import_kilt(con, path, progress=False)
+    before = counts(con)
+    copy = tmp_path / "copy-of-kilt.jsonl"
+    copy.write_bytes(path.read_bytes())  # the same content under another name is the same file
+    for again in (path, copy):
+        with pytest.raises(ValueError, match=r"already in this store \(import 0 of .*kilt\.jsonl at .*, 8 lines\).*"
+                                             r"--append"):
+            import_kilt(con, again, progress=False)
+        assert counts(con) == before
+    db = str(tmp_path / "cli.duckdb")
+    assert main(["import", "kilt", str(path), "--db", db, "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["import", "kilt", str(path), "--db", db, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already in this store" in err
+    # --append imports it again, and the report counts what it inserted: no edge twice
+    again = import_kilt(con, path, progress=False, append=True)
+    assert (again["passages"], again["anchors"], again["entities"]) == (first["passages"], first["anchors"], 0)
+    assert (again["edges"], again["edges_present"], again["relations"]) == (0, first["edges"], 0)
+    assert again["edges_by_rule"] == {"wikidata": 0, "sentence": 0, "generic": 0}
+    after = counts(con)
+    assert after["edges"] == before["edges"] and after["passages"] == 2 * before["passages"]
+    inserted = json.loads(con.execute("SELECT inserted FROM imports WHERE import_id = 1").fetchone()[0])
+    assert inserted["passages"] == first["passages"] and inserted["edges"] == 0
+
+
+def test_edges_the_store_has_are_not_reported_as_inserted(con, tmp_path):
+    """Regression: a second file's edges that the store already held were counted as inserted."""
+    import_kilt(con, write_lines(tmp_path / "a.jsonl", KILT[:4]), progress=False)
+    n_edges = counts(con)["edges"]
+    result = import_kilt(con, write_lines(tmp_path / "b.jsonl", KILT), progress=False)
+    assert result["edges"] == counts(con)["edges"] - n_edges == 7 - result["edges_present"]
+    assert result["edges_present"] == n_edges == 4
+
+
+def test_wikidata5m_reimport_is_refused_per_set_of_files(con, tmp_path):
+    triples = write_lines(tmp_path / "t.txt", ["Q1\tP1\tQ2"])
+    aliases = write_lines(tmp_path / "a.txt", ["Q1\tOne", "Q2\tTwo"])
+    import_wikidata5m(con, triples, aliases, progress=False)
+    with pytest.raises(ValueError, match="already in this store"):
+        import_wikidata5m(con, triples, aliases, progress=False)
+    # the triples without the alias file are another import
+    assert import_wikidata5m(con, triples, progress=False)["triples"] == 1
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def test_a_byte_order_mark_is_dropped_by_every_source_importer(con, tmp_path):
+    kilt = tmp_path / "kilt.jsonl"
+    kilt.write_bytes(BOM + write_lines(tmp_path / "k0", KILT[:2]).read_bytes())
+    assert import_kilt(con, kilt, progress=False)["entities"] == 2
+    wiki = tmp_path / "w.jsonl"
+    wiki.write_bytes(BOM + b'{"id": "1", "contents": "\\"Zed\\"\\nA river."}\n')
+    assert import_wiki18(con, wiki, progress=False)["passages"] == 1
+    triples, aliases = tmp_path / "t.txt", tmp_path / "a.txt"
+    triples.write_bytes(BOM + b"Q7\tP1\tQ8\n")
+    aliases.write_bytes(BOM + b"Q7\tSeven\n")
+    import_wikidata5m(con, triples, aliases, progress=False)
+    assert con.execute("SELECT head FROM triples").fetchall() == [("Q7",)]  # was '\ufeffQ7'
+    assert ("Q7",) in con.execute("SELECT alias FROM aliases").fetchall()
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('{"wikipedia_id": "9", "wikipedia_title": "Bad\\ud800", "text": ["x"], "anchors": []}',
+     r"lone UTF-16 surrogate '\\ud800'"),
+    (b'{"wikipedia_id": "9", "wikipedia_title": "Bad\xed\xa0\x80", "text": ["x"], "anchors": []}',
+     "lone UTF-16 surrogate"),
+    ("[" * 100_000 + "]" * 100_000, "nested deeper than Python's recursion limit"),
+    (b'{"wikipedia_id": "9", "wikipedia_title": "Bad\xff", "text": ["x"], "anchors": []}', "not valid JSON"),
+    ('{"wikipedia_id": ' + "1" * 5000 + "}", "not valid JSON"),
+])
+def test_text_that_cannot_be_stored_is_a_bad_line(con, tmp_path, line, expected):
+    path = tmp_path / "kilt.jsonl"
+    good = write_lines(tmp_path / "g", KILT[:2]).read_bytes()
+    path.write_bytes(good + (line if isinstance(line, bytes) else line.encode()) + b"\n")
+    before = counts(con)
+    with pytest.raises(ValueError, match=r"kilt\.jsonl line 3: expected a JSON object: .*" + expected):
+        import_kilt(con, path, progress=False)
+    assert counts(con) == before
+    result = import_kilt(con, path, progress=False, skip_bad=True)
+    assert (result["entities"], result["skipped"]) == (2, 1)
+    assert con.execute("SELECT line FROM skipped_lines").fetchall() == [(3,)]
+
+
+def test_wiki18_lone_surrogate_names_its_line(con, tmp_path):
+    path = write_lines(tmp_path / "w.jsonl", [{"id": 1, "contents": '"A"\nok'},
+                                              '{"id": 2, "contents": "\\"B\\"\\n\\udfff"}'])
+    with pytest.raises(ValueError, match=r"w\.jsonl line 2: .*lone UTF-16 surrogate"):
+        import_wiki18(con, path, progress=False)
+
+
+def test_truncated_or_corrupt_gzip_names_file_and_line(con, tmp_path):
+    whole = gzip.compress(write_lines(tmp_path / "k", KILT * 40).read_bytes())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    before = counts(con)
+    with pytest.raises(ValueError, match=r"cut\.jsonl\.gz line \d+: the compressed file ends early \(truncated\?\)"):
+        import_kilt(con, cut, progress=False)
+    flipped = bytearray(whole)
+    flipped[len(flipped) // 2] ^= 0xFF
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match=r"bad\.jsonl\.gz line \d+: (corrupt compressed data|expected a JSON)"):
+        import_kilt(con, bad, progress=False)
+    plain = tmp_path / "plain.jsonl.gz"
+    plain.write_bytes(b"not gzip")
+    with pytest.raises(ValueError, match=r"plain\.jsonl\.gz line 1: corrupt compressed data: Not a gzipped file"):
+        import_kilt(con, plain, progress=False)
+    assert counts(con) == before
+
+
+@pytest.mark.parametrize("content", [b"", b"\n  \n", BOM + b"\n"])
+def test_an_empty_file_is_told(con, tmp_path, content):
+    for name, run in (("kilt.jsonl", import_kilt), ("w.jsonl", import_wiki18), ("t.txt", import_wikidata5m)):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=rf"{name}: empty file"):
+            run(con, path, progress=False)
+    assert counts(con)["imports"] == 0
+
+
+def test_a_directory_where_a_file_belongs_is_told(con, tmp_path, capsys):
+    with pytest.raises(ValueError, match="is a directory; expected a KILT file"):
+        import_kilt(con, tmp_path, progress=False)
+    db = tmp_path / "new.duckdb"
+    assert main(["import", "wiki18", str(tmp_path), "--db", str(db)]) == 2
+    assert "is a directory; expected a wiki-18 file" in capsys.readouterr().err
+    assert not db.exists()  # checked before the store is created
+    assert main(["import", "kilt", str(write_lines(tmp_path / "k.jsonl", KILT)), "--db", str(tmp_path)]) == 2
+    assert "is a directory; expected a DuckDB store file" in capsys.readouterr().err
+
+
+def test_memory_limit_is_checked_before_the_store_is_created(tmp_path, capsys):
+    db = tmp_path / "new.duckdb"
+    path = write_lines(tmp_path / "k.jsonl", KILT)
+    assert main(["import", "kilt", str(path), "--db", str(db), "--memory-limit", "abc"]) == 2
+    assert capsys.readouterr().err == ("workbench import: error: --memory-limit 'abc': expected a size such as "
+                                       "512MB or 8GB\n")
+    assert not db.exists()
+    assert main(["import", "kilt", str(path), "--db", str(db), "--memory-limit", "64MB", "--no-progress"]) == 0
+
+
+@pytest.mark.parametrize("dup, expected", [
+    (page("11", "Bo Lind again", ["Bo Lind again", "x"]), r"line 9: duplicate page id '11' \(first at line 2\)"),
+    (page("99", "Cara", ["Cara", "Cara again."]), r"line 9: duplicate page title 'Cara' \(first at line 3\)"),
+])
+def test_duplicate_kilt_pages_are_told_and_skippable(con, tmp_path, dup, expected):
+    path = write_lines(tmp_path / "kilt.jsonl", KILT + [dup])
+    with pytest.raises(ValueError, match=rf"kilt\.jsonl {expected}; pass --skip-bad"):
+        import_kilt(con, path, progress=False)
+    assert counts(con)["entities"] == 0
+    result = import_kilt(con, path, progress=False, skip_bad=True, batch_rows=3)
+    clean = store.connect(":memory:")
+    expected_counts = import_kilt(clean, write_lines(tmp_path / "clean.jsonl", KILT), progress=False)
+    for key in ("entities", "passages", "anchors", "resolved_anchors", "edges"):
+        assert result[key] == expected_counts[key], key
+    assert (result["lines"], result["skipped"]) == (9, 1)
+    assert con.execute("SELECT count(*) FROM passages").fetchone()[0] == expected_counts["passages"]
+    assert con.execute("SELECT count(*) FROM entities").fetchone()[0] == expected_counts["entities"]
+    (line, error), = con.execute("SELECT line, error FROM skipped_lines").fetchall()
+    assert line == 9 and "duplicate page" in error

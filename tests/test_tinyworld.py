@@ -197,6 +197,59 @@ def test_cli_world_builds_store_and_rejects_bad_size(tmp_path, capsys):
     assert "n_entities" in capsys.readouterr().err
 
 
+def _ids(db):
+    con = store.connect(db, read_only=True)
+    try:
+        return con.execute("SELECT count(*), max(question_id), (SELECT count(*) FROM trajectories), "
+                           "(SELECT count(*) FROM chains) FROM questions").fetchall()[0]
+    finally:
+        con.close()
+
+
+def test_world_on_a_store_whose_runs_use_it_is_refused_unless_force(tmp_path, capsys):
+    """Regression: `workbench world` replaced a world runs used; ids restarted and their trajectories
+    then joined to the wrong questions (issue 12, item 6)."""
+    from workbench.kg.pool import build_pool
+
+    db = tmp_path / "w.duckdb"
+    assert cli.main(["world", "--preset", "smoke", "--db", str(db)]) == 0
+    con = store.connect(db)
+    build_pool(con, walks=200)
+    con.execute("INSERT INTO trajectories (trajectory_id, run, round, question_id) VALUES (0, 'r1', 0, 5)")
+    con.execute("INSERT INTO eval_outcomes (eval_id, question_id) VALUES ('e1', 5)")
+    con.close()
+    capsys.readouterr()
+    before = _ids(db)
+    # the same world again: kept as it is, pool and runs included
+    assert cli.main(["world", "--preset", "smoke", "--db", str(db)]) == 0
+    assert "kept (the store already holds this world)" in capsys.readouterr().out
+    assert _ids(db) == before
+    # another world: refused, the store unchanged
+    assert cli.main(["world", "--preset", "smoke", "--seed", "1", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "in use by run(s) ['r1']; evaluation(s) ['e1']" in err and "--force" in err
+    assert _ids(db) == before
+    # --force replaces it and deletes the rows that would point into the new world
+    assert cli.main(["world", "--preset", "smoke", "--seed", "1", "--db", str(db), "--force"]) == 0
+    count, _, trajectories, chains = _ids(db)
+    assert (trajectories, chains) == (0, 0) and count == before[0]
+
+
+def test_world_refuses_to_replace_imported_data(tmp_path):
+    from workbench.kg.tinyworld import build_world
+    from workbench.qa_import import import_qa
+
+    con = store.connect(tmp_path / "w.duckdb")
+    build_world(con, preset="smoke")
+    path = tmp_path / "nq.jsonl"
+    path.write_text(json.dumps({"question": "who?", "answers": ["me"]}) + "\n")
+    import_qa(con, path, "nq")
+    assert build_world(con, preset="smoke")["kept"]  # the same world: the import stays
+    with pytest.raises(ValueError, match=r"in use by import\(s\) \['qa:jsonl nq.jsonl'\]"):
+        build_world(con, preset="smoke", seed=3)
+    assert con.execute("SELECT count(*) FROM questions WHERE dataset = 'nq'").fetchone() == (1,)
+
+
 @pytest.mark.slow
 def test_one_million_entities_under_two_minutes():
     t0 = time.perf_counter()

@@ -68,10 +68,30 @@ def test_dead_end_is_marked_minus_one():
     assert not (nodes[:, 0] == 2).any()  # walks start at nodes with out-edges
 
 
-@pytest.mark.parametrize("bad", ["", "3-2", "0", "a-b", "2-3-4", "2-", None])
+@pytest.mark.parametrize("bad", ["", "3-2", "0", "a-b", "2-3-4", "2-", None, "2-100000", 65])
 def test_bad_hops_is_a_clear_error(bad):
     with pytest.raises(ValueError, match="hops: expected N or MIN-MAX"):
         hop_range(bad)
+
+
+def test_absurd_sizes_are_refused_before_any_allocation(random_store):
+    """Regression: --walks 10**12 asked numpy for ~29 TiB and died with a MemoryError traceback (issue 12)."""
+    import time
+
+    from workbench.kg.pool import build_pool
+
+    con, _ = random_store
+    g = CSRGraph.from_edges([0, 1], [1, 2], [0, 1], 3, labels=("a", "b"))
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"n_walks: 1,000,000,000,000 walks of up to 3 hops need about .* TiB"):
+        random_walks(g, 10**12, 3)
+    with pytest.raises(ValueError, match=r"^walks: .* more than the .* available; ask for at most about"):
+        build_pool(con, walks=10**12)
+    with pytest.raises(ValueError, match=r"hops: expected .* MAX <= 64"):
+        build_pool(con, walks=10, min_hops=2, max_hops=10**9)
+    with pytest.raises(ValueError, match="walks: expected a positive number of walks, got 2.5"):
+        build_pool(con, walks=2.5)
+    assert time.perf_counter() - t0 < 5
 
 
 def test_from_edges_rejects_out_of_range_nodes():

@@ -38,9 +38,27 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:  # bad input: a clear message, no traceback
         print(f"workbench {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except duckdb.IOException as err:  # e.g. the store is open for writing in a notebook kernel
-        print(f"workbench {args.command}: cannot open the store: {str(err).splitlines()[0]}", file=sys.stderr)
-        return 2
+    except duckdb.Error as err:
+        line = str(err).splitlines()[0]
+        if isinstance(err, duckdb.IOException) and "Could not write" not in line:
+            # e.g. the store is open for writing in a notebook kernel
+            print(f"workbench {args.command}: cannot open the store: {line}", file=sys.stderr)
+            return 2
+        from workbench import store
+
+        # e.g. a disk that fills: DuckDB rolls the failed transaction back, earlier commits stay
+        hint = (f"the store is damaged: {store.RESTORE}" if store.damaged(err)
+                else "the failed transaction was rolled back")
+        print(f"workbench {args.command}: store error: {line} ({hint})", file=sys.stderr)
+        return 1
+    except OSError as err:  # a read-only location, a disk that fills, a directory where a file belongs
+        where = f": {err.filename}" if err.filename else ""
+        print(f"workbench {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"workbench {args.command}: error: out of memory (a size asked for is too large for this machine)",
+              file=sys.stderr)
+        return 1
     except RuntimeError as err:  # e.g. training stopped after repeated non-finite steps
         print(f"workbench {args.command}: stopped: {err}", file=sys.stderr)
         return 1

@@ -12,6 +12,10 @@ Example:
     500
     >>> preset("tiny", **{"method.lr": "3e-5"}).method.lr
     3e-05
+    >>> preset("smoke", **{"method.group_size": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: config field 'method.group_size': expected an integer >= 2 (GRPO compares the rollouts of a group), got 0
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 
 
@@ -94,6 +99,7 @@ class MethodConfig:
     group_size: int = 8  # G, paper
     beta_path: float = 0.2  # beta of Eq. 7, paper
     tau_path: float = 0.5  # ours
+    anneal_steps: int = 0  # T of Eq. 10's p*(t); 0 = method.steps (a resumed run keeps its first horizon)
     p_start: float = 0.7  # p*_s of Eq. 10; ours
     p_end: float = 0.4  # p*_e of Eq. 10; ours
     sigma: float = 0.2  # Eq. 10 width; ours
@@ -118,6 +124,7 @@ class MethodConfig:
     minibatches: int = 4  # ours: optimiser steps per round, each on a 1/n share of the round's batch (LOG.md)
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     proposer_max_new_tokens: int = 48  # ours
+    proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
     seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
     val_dataset: str = "tinyworld"  # questions.dataset of the validation split (its split 'val')
@@ -147,6 +154,112 @@ class Config:
         blob = json.dumps(self.to_dict(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
+    def validate(self) -> "Config":
+        """``self`` when every value is usable, else ValueError naming the first bad field.
+
+        Checked: each field has its declared type, every float is finite, and the bounds and
+        names of :data:`RULES`. Names held in the method's registries (``method.proposer_reward``,
+        ``method.solver_reward``) are checked by the Trainer, before its first round.
+
+        Example:
+            >>> Config().validate().name
+            'tiny'
+            >>> dataclasses.replace(Config(), method=MethodConfig(lr=float("nan"))).validate()
+            Traceback (most recent call last):
+            ...
+            ValueError: config field 'method.lr': expected a finite number, got nan
+        """
+        for section in dataclasses.fields(self):
+            sub = getattr(self, section.name)
+            if not dataclasses.is_dataclass(sub):
+                continue
+            for f in dataclasses.fields(sub):
+                key, value = f"{section.name}.{f.name}", getattr(sub, f.name)
+                kind = type(f.default) if f.default is not dataclasses.MISSING else None
+                if kind is not None and not _is_a(value, kind):
+                    raise ValueError(f"config field {key!r}: expected {_a(kind)}, got {value!r}")
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError(f"config field {key!r}: expected a finite number, got {value!r}")
+                rule = RULES.get(key)
+                if rule is not None and not rule[0](value, sub):
+                    raise ValueError(f"config field {key!r}: expected {rule[1]}, got {value!r}")
+        return self
+
+
+def _is_a(value, kind: type) -> bool:
+    """Whether ``value`` has the field type ``kind`` (an int is a float; a bool is no int)."""
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _a(kind: type) -> str:
+    return ("an " if kind.__name__[0] in "aeiou" else "a ") + kind.__name__
+
+
+def _at_least(low):
+    return lambda v, _: v >= low
+
+
+def _within(low, high):
+    return lambda v, _: low <= v <= high
+
+
+def _one_of(*names):
+    return lambda v, _: v in names
+
+
+GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
+VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
+POOL_SAMPLING = ("evidence", "uniform")
+INDEXES = ("bm25", "dense")
+
+# (check(value, its section), what is expected) per field; every float must also be finite.
+RULES: dict[str, tuple] = {
+    "world.n_entities": (_at_least(1), "an integer >= 1"),
+    "world.questions_per_family": (_at_least(1), "an integer >= 1"),
+    "pool.walks": (_at_least(1), "an integer >= 1"),
+    # the paper's L - 1 >= 2 (kg.filters.MIN_RELATIONAL_HOPS, tested equal: config cannot import kg)
+    "pool.min_hops": (_at_least(2), "an integer >= 2 (the paper's at least two relational hops)"),
+    "pool.max_hops": (lambda v, s: v >= s.min_hops, "an integer >= pool.min_hops"),
+    "search.index": (_one_of(*INDEXES), f"one of {list(INDEXES)}"),
+    "search.topk": (_at_least(1), "an integer >= 1"),
+    "backbone.model": (lambda v, _: bool(v.strip()), "'tiny', a model path or a hub id"),
+    **{f"backbone.{k}": (_at_least(1), "an integer >= 1")
+       for k in ("vocab_size", "hidden_size", "layers", "heads", "kv_heads", "sft_batch")},
+    "backbone.heads": (lambda v, s: v >= 1 and s.hidden_size % v == 0, "an integer >= 1 dividing backbone.hidden_size"),
+    "backbone.kv_heads": (lambda v, s: v >= 1 and s.heads % v == 0, "an integer >= 1 dividing backbone.heads"),
+    "backbone.sft_steps": (_at_least(0), "an integer >= 0"),
+    "backbone.sft_lr": (lambda v, _: v > 0, "a learning rate > 0"),
+    "backbone.sft_long_rate": (_within(0, 1), "a rate in [0, 1]"),
+    "rollout.max_turns": (_at_least(1), "an integer >= 1"),
+    "rollout.temperature": (_at_least(0), "a temperature >= 0"),
+    "rollout.top_p": (lambda v, _: 0 < v <= 1, "a probability in (0, 1]"),
+    "rollout.max_new_tokens": (_at_least(1), "an integer >= 1"),
+    "rollout.max_total_tokens": (lambda v, s: v >= s.max_new_tokens, "an integer >= rollout.max_new_tokens"),
+    **{f"method.{k}": (_at_least(1), "an integer >= 1")
+       for k in ("steps", "chains_per_round", "candidates_per_chain", "admit_top_k", "max_non_finite",
+                 "micro_batch", "proposer_max_new_tokens")},
+    "method.group_size": (_at_least(2), "an integer >= 2 (GRPO compares the rollouts of a group)"),
+    "method.minibatches": (_at_least(1), "an integer >= 1 (optimiser steps a round)"),
+    "method.warmup_steps": (_at_least(0), "an integer >= 0"),
+    "method.val_questions": (_at_least(0), "an integer >= 0"),
+    **{f"method.{k}": (_within(0, 1), "a number in [0, 1]")
+       for k in ("gate_threshold", "p_start", "p_end", "discount")},
+    "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),
+    "method.verifier": (_one_of(*VERIFIERS), f"one of {list(VERIFIERS)} ('' = the method's)"),
+    "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
+    **{f"method.{k}": (lambda v, _: v > 0, "a number > 0")
+       for k in ("lr", "sigma", "kl_horizon", "clip_eps", "adv_eps", "max_grad_norm", "path_eps")},
+    **{f"method.{k}": (_at_least(0), "a number >= 0")
+       for k in ("beta_path", "tau_path", "kl_coef", "kl_target", "prob_scale_low", "prob_scale_high",
+                 "path_order", "path_text", "path_cooccur", "path_eta")},
+    **{f"method.{k}": (lambda v, _: bool(v.strip()), "a non-empty dataset name")
+       for k in ("seed_dataset", "val_dataset")},
+}
+
 
 PRESETS: dict[str, Config] = {
     "smoke": Config(
@@ -157,11 +270,14 @@ PRESETS: dict[str, Config] = {
                                 sft_steps=60, sft_batch=8),
         rollout=RolloutConfig(max_turns=4, max_new_tokens=32, max_total_tokens=512),
         method=MethodConfig(steps=2, chains_per_round=2, candidates_per_chain=2, group_size=4, val_questions=2,
-                            gate_allow_topic=True),
+                            gate_allow_topic=True, proposer_answer_choices=True),
     ),
     # The tiny backbone cannot describe an entity without naming it, so its gate lets the question
     # name the chain's first (topic) entity; the answer and later entities stay forbidden (ours).
-    "tiny": Config(name="tiny", method=MethodConfig(gate_allow_topic=True)),
+    # Nor can it copy a name out of the long proposer prompt (it misspells the answer in ~80% of
+    # candidates, greedy too), so its answer is decoded as one of the chain's entities (ours; LOG.md,
+    # session 5: candidates passing the gate 7% -> 38% at round 0).
+    "tiny": Config(name="tiny", method=MethodConfig(gate_allow_topic=True, proposer_answer_choices=True)),
 }
 
 
@@ -170,6 +286,8 @@ def _coerce(key: str, current, value):
     kind = type(current)
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
+    if kind is int and isinstance(value, float) and not value.is_integer():  # int(2.5) would truncate silently
+        raise ValueError(f"config field {key!r}: expected an int, got {value!r}")
     try:
         if kind is bool:
             if str(value).lower() in ("true", "1", "yes"):
@@ -179,13 +297,13 @@ def _coerce(key: str, current, value):
             raise ValueError
         return kind(value)
     except (TypeError, ValueError):
-        raise ValueError(f"config field {key!r}: expected a {kind.__name__}, got {value!r}") from None
+        raise ValueError(f"config field {key!r}: expected {_a(kind)}, got {value!r}") from None
 
 
 def preset(name: str, **overrides) -> Config:
-    """A named preset, with ``"section.field": value`` overrides.
+    """A named preset, with ``"section.field": value`` overrides, validated (:meth:`Config.validate`).
 
-    Raises ValueError naming the preset or field when either is unknown.
+    Raises ValueError naming the preset or field when either is unknown or a value is unusable.
     """
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}")
@@ -196,4 +314,4 @@ def preset(name: str, **overrides) -> Config:
         if sub is None or not attr or not hasattr(sub, attr):
             raise ValueError(f"unknown config field {key!r} (expected 'section.field', e.g. 'pool.walks')")
         cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(sub, **{attr: _coerce(key, getattr(sub, attr), value)})})
-    return cfg
+    return cfg.validate()

@@ -13,7 +13,14 @@ Rows: ``dataset`` = the given name; ``split`` = the argument, else the record's 
 ``answers`` the gold strings; ``chain`` empty (human QA has no gold entity chain); ``source``
 the record's ``data_source`` or the file name. Every record is validated before anything is
 written; a malformed one raises ValueError naming the file and the record (line, row or index,
-and id where there is one), and the store is unchanged.
+and id where there is one), and the store is unchanged; with ``skip_bad`` it is recorded in
+``skipped_lines`` instead. Malformed includes bytes that are not UTF-8, JSON nested deeper than
+Python's recursion limit, text no store can hold (a lone surrogate), a non-string ``split`` and
+an id (``id``/``_id``) an earlier record of the file already had. A UTF-8 byte order mark at the
+start of a file is dropped, as by every importer.
+
+A dataset split that already has questions is refused unless ``replace`` (delete them first) or
+``append`` (add to them) is given; so importing the same file twice never doubles it silently.
 
 Example:
     >>> import json, os, tempfile
@@ -39,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 from workbench import store
+from workbench.kg.sources import BOM, check_input, fingerprint, json_value
 
 FORMATS = ("auto", "parquet", "kilt", "hotpot", "jsonl")
 DEFAULT_SPLIT = "test"
@@ -74,28 +82,51 @@ def _text(value, what: str) -> str:
     return value.strip()
 
 
+def _label(value, what: str, numbers: bool = False) -> str | None:
+    """An optional label (split, family): a string, None or "" (absent); a number only when ``numbers``."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) or (numbers and isinstance(value, int) and not isinstance(value, bool)):
+        return str(value).strip() or None
+    raise ValueError(f"expected {what} to be a string, got {value!r}")
+
+
+def _ident(record):
+    """The record's own id (``_id`` or ``id``), or None."""
+    return record.get("_id", record.get("id")) if isinstance(record, dict) else None
+
+
 def _named(where: str, record) -> str:
-    ident = None
-    if isinstance(record, dict):
-        ident = record.get("_id", record.get("id"))
+    ident = _ident(record)
     return f"{where} (id {ident!r})" if ident is not None else where
 
 
 # ------------------------------------------------------------------------------------ formats
 
-def _jsonl(path: Path) -> Iterator[tuple[str, dict]]:
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
+class _Unreadable:
+    """A record that could not be read at all (bytes that are not UTF-8, not JSON): why."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, the line's JSON value or an ``_Unreadable``) for every non-blank line."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if lineno == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
+            if not raw.strip():
                 continue
-            where = f"line {lineno}"
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} {where}: expected a JSON object ({err})") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path} {where}: expected a JSON object")
-            yield where, obj
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                yield lineno, _Unreadable(f"expected UTF-8 text ({err.reason} at byte {err.start} of the line)")
+                continue
+            try:
+                yield lineno, json_value(text)
+            except ValueError as err:
+                yield lineno, _Unreadable(f"expected a JSON object: {err}")
 
 
 def _plain(obj: dict) -> QARecord:
@@ -103,7 +134,8 @@ def _plain(obj: dict) -> QARecord:
     gold = next((obj[k] for k in ("answers", "golden_answers", "answer") if k in obj), None)
     return QARecord(_text(obj.get("question"), "field 'question'"),
                     _answers(gold, "field 'answers'"),
-                    split=obj.get("split"), family=obj.get("family"), hops=obj.get("hops"))
+                    split=_label(obj.get("split"), "field 'split'"),
+                    family=_label(obj.get("family"), "field 'family'", numbers=True), hops=obj.get("hops"))
 
 
 def _kilt(obj: dict) -> QARecord:
@@ -121,7 +153,7 @@ def _hotpot(obj: dict) -> QARecord:
         if not isinstance(obj.get(key), list):
             raise ValueError(f"expected field {key!r} (a list)")
     return QARecord(_text(obj.get("question"), "field 'question'"), _answers(obj.get("answer"), "field 'answer'"),
-                    family=obj.get("type"), hops=2)
+                    family=_label(obj.get("type"), "field 'type'"), hops=2)
 
 
 def _search_r1_question(prompt) -> str:
@@ -148,14 +180,35 @@ def _parquet_row(row: dict) -> QARecord:
     else:
         target = ((row.get("reward_model") or {}).get("ground_truth") or {}).get("target")
         gold = _answers(target, "column 'reward_model.ground_truth.target' (or 'golden_answers')")
-    return QARecord(question, gold, split=row.get("split") or extra.get("split"),
-                    family=row.get("family") or extra.get("family"),
+    split = _label(row.get("split"), "column 'split'") or _label(extra.get("split"), "column 'extra_info.split'")
+    family = _label(row.get("family"), "column 'family'", numbers=True) or \
+        _label(extra.get("family"), "column 'extra_info.family'", numbers=True)
+    return QARecord(question, gold, split=split, family=family,
                     hops=row.get("hops") if row.get("hops") is not None else extra.get("hops"),
-                    source=row.get("data_source"))
+                    source=_label(row.get("data_source"), "column 'data_source'"))
 
 
-def _records(path: Path, fmt: str) -> Iterator[tuple[str, object, callable]]:
-    """(where, raw record, parser) for every record of ``path`` in format ``fmt``."""
+def _hotpot_list(path: Path) -> list:
+    """The HotpotQA file's JSON list; errors name the file (and the line of bytes that are not UTF-8)."""
+    data = path.read_bytes()
+    data = data[len(BOM):] if data.startswith(BOM) else data
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path} line {line}: expected UTF-8 text ({err.reason})") from None
+    try:
+        value = json_value(text)
+    except ValueError as err:
+        raise ValueError(f"{path}: expected a JSON list of HotpotQA objects: {err}") from None
+    if not isinstance(value, list):
+        raise ValueError(f"{path}: expected a JSON list of HotpotQA objects")
+    return value
+
+
+def _records(path: Path, fmt: str) -> Iterator[tuple[str, int, object, callable]]:
+    """(what a record is called, its number, the raw record, its parser) for every record of
+    ``path`` in format ``fmt``: ('line', 3, {...}, _plain)."""
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -164,20 +217,14 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[str, object, callable]]:
         except (pa.ArrowInvalid, OSError) as err:
             raise ValueError(f"{path}: expected a parquet file ({err})") from None
         for i, row in enumerate(table.to_pylist()):
-            yield f"row {i}", row, _parquet_row
+            yield "row", i, row, _parquet_row
     elif fmt == "hotpot":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: expected a JSON list of HotpotQA objects ({err})") from None
-        if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a JSON list of HotpotQA objects")
-        for i, obj in enumerate(data):
-            yield f"index {i}", obj, _hotpot
+        for i, obj in enumerate(_hotpot_list(path)):
+            yield "index", i, obj, _hotpot
     else:
         parse = _kilt if fmt == "kilt" else _plain
-        for where, obj in _jsonl(path):
-            yield where, obj, parse
+        for lineno, obj in _jsonl(path):
+            yield "line", lineno, obj, parse
 
 
 def detect_format(path: str | Path) -> str:
@@ -190,14 +237,17 @@ def detect_format(path: str | Path) -> str:
     path = Path(path)
     if path.suffix == ".parquet":
         return "parquet"
-    with open(path, encoding="utf-8") as f:
-        head = f.read(1 << 16).lstrip()
+    with open(path, "rb") as f:
+        raw = f.read(1 << 16)
+    # detection only: undecodable bytes are reported, with their line, when the records are read
+    head = raw[len(BOM):] if raw.startswith(BOM) else raw
+    head = head.decode("utf-8", errors="replace").lstrip()
     if head.startswith("["):
         return "hotpot"
     first = head.split("\n", 1)[0]
     try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
+        obj = json_value(first)
+    except ValueError:
         raise ValueError(f"{path}: cannot detect the QA format (expected parquet, a JSON list or "
                          "JSON lines); pass --format") from None
     if isinstance(obj, dict) and "input" in obj and "output" in obj:
@@ -206,49 +256,41 @@ def detect_format(path: str | Path) -> str:
 
 
 def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split: str | None = None,
-              fmt: str = "auto", replace: bool = False) -> dict:
+              fmt: str = "auto", replace: bool = False, append: bool = False, skip_bad: bool = False) -> dict:
     """Import a QA file as dataset ``name`` into ``questions`` (all or nothing).
 
     Refuses (ValueError) when ``name`` already has questions in an imported split, unless
-    ``replace`` deletes those first.
+    ``replace`` deletes those first or ``append`` adds to them. A malformed record raises
+    ValueError naming file and record, or with ``skip_bad`` is recorded in ``skipped_lines``.
 
     Example:
         >>> import_qa(store.connect(":memory:"), "hotpot_dev_distractor_v1.json", "hotpotqa", "dev")  # doctest: +SKIP
         {'dataset': 'hotpotqa', 'format': 'hotpot', 'questions': 7405, 'splits': {'dev': 7405}}
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no QA file at {path}")
+    path = check_input(path, "QA file")
     if fmt not in FORMATS:
         raise ValueError(f"unknown QA format {fmt!r}; expected one of {list(FORMATS)}")
     if not name or not name.strip():
         raise ValueError("expected a non-empty dataset --name")
+    if replace and append:
+        raise ValueError("--replace and --append: choose one (overwrite the dataset's splits, or add to them)")
+    if split is not None and not split.strip():
+        raise ValueError("--split: expected a non-empty split name")
     fmt = detect_format(path) if fmt == "auto" else fmt
-    records: list[QARecord] = []
-    for where, raw, parse in _records(path, fmt):
-        if not isinstance(raw, dict):
-            raise ValueError(f"{path} {where}: expected an object")
-        try:
-            rec = parse(raw)
-            rec.split = split or (str(rec.split) if rec.split else DEFAULT_SPLIT)
-            rec.family = None if rec.family in (None, "") else str(rec.family)
-            if rec.hops is not None and (isinstance(rec.hops, bool) or not isinstance(rec.hops, int)):
-                raise ValueError("expected 'hops' to be an integer")
-        except ValueError as err:
-            raise ValueError(f"{path} {_named(where, raw)}: {err}") from None
-        records.append(rec)
+    records, skipped = _parse_all(path, fmt, split, skip_bad)
     if not records:
-        raise ValueError(f"{path}: no questions found")
+        raise ValueError(f"{path}: no questions found" + (f" ({len(skipped)} malformed, skipped)" if skipped else ""))
     splits: dict[str, int] = {}
     for rec in records:
         splits[rec.split] = splits.get(rec.split, 0) + 1
     with store.transaction(con):
         clash = con.execute("SELECT split, count(*) FROM questions WHERE dataset = ? AND list_contains(?, split) "
                             "GROUP BY split ORDER BY split", [name, list(splits)]).fetchall()
-        if clash and not replace:
+        if clash and not (replace or append):
             raise ValueError(f"dataset {name!r} already has questions in {dict(clash)}; "
-                             "pass --replace to overwrite them")
-        con.execute("DELETE FROM questions WHERE dataset = ? AND list_contains(?, split)", [name, list(splits)])
+                             "pass --replace to overwrite them or --append to add to them")
+        if replace:
+            con.execute("DELETE FROM questions WHERE dataset = ? AND list_contains(?, split)", [name, list(splits)])
         start = store.next_id(con, "questions", "question_id")
         _wb_questions = pa.table({  # noqa: F841 (read by DuckDB's replacement scan)
             "question_id": pa.array(range(start, start + len(records)), pa.int64()),
@@ -262,7 +304,46 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
             "source": pa.array([r.source or path.name for r in records], pa.string())})
         con.execute("INSERT INTO questions SELECT * FROM _wb_questions")
         import_id = store.next_id(con, "imports", "import_id")
-        con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped) VALUES (?, ?, ?, ?, 0)",
-                    [import_id, f"qa:{fmt}", str(path), len(records)])
-    return {"import_id": import_id, "dataset": name, "format": fmt, "questions": len(records),
-            "splits": splits, "replaced": sum(n for _, n in clash)}
+        report = {"questions": len(records), "splits": splits,
+                  "replaced": sum(n for _, n in clash) if replace else 0,
+                  "appended_to": sum(n for _, n in clash) if append else 0}
+        con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped, fingerprint, inserted) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", [import_id, f"qa:{fmt}", str(path), len(records) + len(skipped),
+                                                     len(skipped), fingerprint(path), json.dumps(report)])
+        if skipped:
+            con.executemany("INSERT INTO skipped_lines VALUES (?, ?, ?, ?)",
+                            [[import_id, str(path), number, error] for number, error in skipped])
+    return {"import_id": import_id, "dataset": name, "format": fmt, **report, "skipped": len(skipped)}
+
+
+def _parse_all(path: Path, fmt: str, split: str | None, skip_bad: bool) -> tuple[list[QARecord], list[tuple]]:
+    """Every record of the file parsed, and the skipped ones as (number, error); a malformed record
+    raises ValueError naming file and record unless ``skip_bad``."""
+    records: list[QARecord] = []
+    skipped: list[tuple[int, str]] = []
+    first_at: dict[str, str] = {}  # record id -> where it was first seen
+    for word, number, raw, parse in _records(path, fmt):
+        where = _named(f"{word} {number}", raw)
+        try:
+            if isinstance(raw, _Unreadable):
+                raise ValueError(raw.why)
+            if not isinstance(raw, dict):
+                raise ValueError("expected a JSON object")
+            ident = _ident(raw)
+            if ident is not None:
+                key = json.dumps(ident)  # ids may be numbers or strings: 1 and "1" stay apart
+                if key in first_at:
+                    raise ValueError(f"duplicate id (first at {first_at[key]})")
+                first_at[key] = f"{word} {number}"
+            rec = parse(raw)
+            rec.split = split or rec.split or DEFAULT_SPLIT
+            if rec.hops is not None and (isinstance(rec.hops, bool) or not isinstance(rec.hops, int)
+                                         or not -2**31 <= rec.hops < 2**31):
+                raise ValueError("expected 'hops' to be an integer")
+        except ValueError as err:
+            if not skip_bad:
+                raise ValueError(f"{path} {where}: {err}") from None
+            skipped.append((number, f"{word} {number}: {err}"))
+            continue
+        records.append(rec)
+    return records, skipped

@@ -54,7 +54,9 @@ Rollouts and training (issues 3-4)
     runs(run, method, preset, seed, config, config_hash, steps, status, created_at)
 
 Imports and batches
-    imports(import_id, kind, file, lines, skipped, created_at)
+    imports(import_id, kind, file, lines, skipped, created_at, fingerprint, inserted)
+        ``fingerprint`` identifies the imported file(s) (``kg.sources.fingerprint``): an import of
+        a file already recorded is refused unless asked to append. ``inserted``: the rows it added.
     skipped_lines(import_id, file, line, error)
     batch_results(batch, point, params, status, duration_s, outputs, error, notebook)
 
@@ -133,6 +135,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS imports (
     import_id INTEGER PRIMARY KEY, kind VARCHAR, file VARCHAR, lines BIGINT, skipped BIGINT,
     created_at TIMESTAMP DEFAULT current_timestamp);
+ALTER TABLE imports ADD COLUMN IF NOT EXISTS fingerprint VARCHAR;
+ALTER TABLE imports ADD COLUMN IF NOT EXISTS inserted JSON;
 CREATE TABLE IF NOT EXISTS skipped_lines (import_id INTEGER, file VARCHAR, line BIGINT, error VARCHAR);
 CREATE TABLE IF NOT EXISTS batch_results (
     batch VARCHAR, point VARCHAR, params JSON, status VARCHAR, duration_s DOUBLE, outputs JSON,
@@ -143,6 +147,9 @@ CREATE TABLE IF NOT EXISTS batch_results (
 def connect(db: str | Path | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (and create, with the schema) the store at ``db``; default ``data/tiny.duckdb``.
 
+    A directory, or a store file shorter than its own header says (truncated: a half-copied or
+    damaged file), is refused with ValueError before anything is read or written.
+
     Example:
         >>> con = connect(":memory:")
         >>> sorted(t for (t,) in con.execute("SHOW TABLES").fetchall())[:3]
@@ -150,11 +157,68 @@ def connect(db: str | Path | None = None, read_only: bool = False) -> duckdb.Duc
     """
     db = str(db if db is not None else paths.default_db())
     if db != ":memory:":
+        if Path(db).is_dir():
+            raise ValueError(f"{db}: is a directory; expected a DuckDB store file (e.g. {Path(db) / 'store.duckdb'})")
         Path(db).parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(db, read_only=read_only)
+    try:
+        con = duckdb.connect(db, read_only=read_only)
+    except duckdb.Error as err:
+        if not damaged(err):  # e.g. locked by another process: as it is
+            raise
+        raise ValueError(f"{db}: the store is damaged ({str(err).splitlines()[0]}); {RESTORE}") from None
+    if db != ":memory:":
+        try:
+            check_whole(con, db)
+        except ValueError:
+            con.close()
+            raise
     if not read_only:
         con.execute(SCHEMA)
     return con
+
+
+_DAMAGED = ("Could not read enough bytes", "not a valid DuckDB database", "Corrupt database")
+RESTORE = "restore it from a copy or rebuild it"
+
+
+def damaged(err: Exception) -> bool:
+    """Whether a DuckDB error says the store file itself is damaged (truncated, corrupt, not DuckDB).
+
+    Example:
+        >>> damaged(duckdb.IOException("IO Error: Could not set lock on file"))
+        False
+    """
+    return any(sign in str(err) for sign in _DAMAGED)
+
+# DuckDB's file starts with three 4 KiB headers (the main one and two alternating database
+# headers); the blocks follow, so a whole file is at least this long plus its block count.
+HEADER_BYTES = 3 * 4096
+
+
+def check_whole(con: duckdb.DuckDBPyConnection, db: str | Path) -> None:
+    """ValueError when the store file at ``db`` is shorter than its header's block count says
+    (``connect`` also turns DuckDB's own errors for a damaged file into this ValueError).
+
+    DuckDB opens a truncated file without complaint and fails only when a missing block is read
+    (checksum and short-read errors, table by table), so writers would build on a broken store.
+
+    Example:
+        >>> import os, tempfile
+        >>> f = os.path.join(tempfile.mkdtemp(), "s.duckdb")
+        >>> c = connect(f); _ = c.execute("CREATE TABLE big AS SELECT range AS i FROM range(300000)"); c.close()
+        >>> os.truncate(f, os.path.getsize(f) // 2)
+        >>> connect(f)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: ...s.duckdb: the store is damaged (...); restore it from a copy or rebuild it
+    """
+    (row,) = con.execute("PRAGMA database_size").fetchall()
+    block_size, blocks = int(row[2]), int(row[3])
+    expected = HEADER_BYTES + blocks * block_size
+    size = Path(db).stat().st_size
+    if blocks and size < expected:
+        raise ValueError(f"{db}: the store is damaged (truncated: {size} bytes, its header counts {blocks} "
+                         f"blocks of {block_size} bytes); {RESTORE}")
 
 
 _open_transactions: dict[int, int] = {}  # id(connection) -> nesting depth of ``transaction`` blocks
@@ -220,8 +284,39 @@ def next_id(con: duckdb.DuckDBPyConnection, table: str, column: str) -> int:
     return 0 if top is None else int(top) + 1
 
 
+# Rows whose ids point into the world (entities, questions, chains): a new world orphans them.
+WORLD_TABLES = ("entities", "passages", "anchors", "relations", "edges", "triples", "aliases",
+                "chains", "chain_nodes", "evidence", "pool_builds", "questions", "imports", "skipped_lines")
+RUN_TABLES = ("runs", "run_metrics", "trajectories", "candidates", "generated_questions", "eval_outcomes")
+
+
 def clear_world(con: duckdb.DuckDBPyConnection) -> None:
-    """Delete every knowledge-source, pool and question row (a world is rebuilt from scratch)."""
-    for table in ("entities", "passages", "anchors", "relations", "edges", "triples", "aliases",
-                  "chains", "chain_nodes", "evidence", "pool_builds", "questions"):
+    """Delete every knowledge-source, pool, question and import row, and the run and evaluation
+    rows that point into them (a world is rebuilt from scratch). Run folders on disk are kept.
+
+    Callers refuse first when :func:`world_users` names anything (``build_world``).
+    """
+    for table in WORLD_TABLES + RUN_TABLES:
         con.execute(f"DELETE FROM {table}")
+
+
+def world_users(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """What replacing the store's world would lose: its runs, evaluations and imports, as phrases.
+
+    Example:
+        >>> con = connect(":memory:")
+        >>> _ = con.execute("INSERT INTO run_metrics VALUES ('r1', 0, '{}')")
+        >>> world_users(con)
+        ["run(s) ['r1']"]
+    """
+    runs = [r for (r,) in con.execute(
+        "SELECT run FROM runs UNION SELECT run FROM run_metrics UNION SELECT run FROM trajectories "
+        "UNION SELECT run FROM candidates ORDER BY 1").fetchall() if r is not None]
+    evals = [e for (e,) in con.execute("SELECT DISTINCT eval_id FROM eval_outcomes ORDER BY 1").fetchall()]
+    imports = [f"{k} {Path(f).name}" for k, f in con.execute(
+        "SELECT kind, file FROM imports ORDER BY import_id").fetchall()]
+    out = []
+    for what, names in (("run(s)", runs), ("evaluation(s)", evals), ("import(s)", imports)):
+        if names:
+            out.append(f"{what} {names[:5]}" + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
+    return out

@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            help="relation alias file: id<TAB>label ... (names triples' relations)")
         p.add_argument("--skip-bad", action="store_true",
                        help="record malformed lines in skipped_lines and go on, instead of stopping")
+        p.add_argument("--append", action="store_true",
+                       help="import the file even though this store already holds it (its rows are added again)")
         p.add_argument("--batch-rows", type=int, default=10_000, help="rows per Arrow insert batch")
         p.add_argument("--memory-limit", default=None,
                        help="DuckDB memory limit for the import, e.g. 8GB (beyond it DuckDB spills to disk)")
@@ -38,9 +40,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--name", required=True, help="dataset name stored in questions.dataset")
     q.add_argument("--split", default=None, help="split (default: the records' own, else 'test')")
     q.add_argument("--format", default="auto", choices=["auto", "parquet", "kilt", "hotpot", "jsonl"])
-    q.add_argument("--replace", action="store_true", help="overwrite this dataset's questions of the same splits")
+    how = q.add_mutually_exclusive_group()
+    how.add_argument("--replace", action="store_true", help="overwrite this dataset's questions of the same splits")
+    how.add_argument("--append", action="store_true",
+                     help="add to this dataset's questions of the same splits (by default an error)")
+    q.add_argument("--skip-bad", action="store_true",
+                   help="record malformed records in skipped_lines and go on, instead of stopping")
     add_db(q)
     q.set_defaults(func=_import_qa)
+
+
+def memory_limit(value: str | None) -> str | None:
+    """``--memory-limit`` as DuckDB reads it (e.g. '8GB'), checked before the store is opened.
+
+    Example:
+        >>> memory_limit("abc")
+        Traceback (most recent call last):
+        ...
+        ValueError: --memory-limit 'abc': expected a size such as 512MB or 8GB
+    """
+    import duckdb
+
+    if value is None:
+        return None
+    probe = duckdb.connect(":memory:")
+    try:
+        probe.execute("SET memory_limit = ?", [value])
+    except duckdb.Error:
+        raise ValueError(f"--memory-limit {value!r}: expected a size such as 512MB or 8GB") from None
+    finally:
+        probe.close()
+    return value
+
+
+NAMES = {"kilt": "KILT file", "wiki18": "wiki-18 file", "wikidata5m": "Wikidata5M file", "qa": "QA file"}
+
+
+def _checked(args: argparse.Namespace, *files: str | None) -> None:
+    """Every input file exists and is a file, before the store is opened (or created)."""
+    from workbench.kg.sources import check_input
+
+    for file in files:
+        if file is not None:
+            check_input(file, NAMES[args.kind])
 
 
 def _import_source(args: argparse.Namespace) -> int:
@@ -49,17 +91,22 @@ def _import_source(args: argparse.Namespace) -> int:
 
     if args.batch_rows < 1:
         raise ValueError(f"--batch-rows must be >= 1, got {args.batch_rows}")
+    limit = memory_limit(args.memory_limit)
+    _checked(args, args.file, getattr(args, "aliases", None), getattr(args, "relation_aliases", None))
     con = store.connect(db_path(args))
-    if args.memory_limit:
-        con.execute("SET memory_limit = ?", [args.memory_limit])
-    common = dict(skip_bad=args.skip_bad, batch_rows=args.batch_rows, progress=not args.no_progress)
-    if args.kind == "kilt":
-        result = sources.import_kilt(con, args.file, **common)
-    elif args.kind == "wiki18":
-        result = sources.import_wiki18(con, args.file, **common)
-    else:
-        result = sources.import_wikidata5m(con, args.file, args.aliases, args.relation_aliases, **common)
-    con.close()
+    try:
+        if limit:
+            con.execute("SET memory_limit = ?", [limit])
+        common = dict(skip_bad=args.skip_bad, batch_rows=args.batch_rows, progress=not args.no_progress,
+                      append=args.append)
+        if args.kind == "kilt":
+            result = sources.import_kilt(con, args.file, **common)
+        elif args.kind == "wiki18":
+            result = sources.import_wiki18(con, args.file, **common)
+        else:
+            result = sources.import_wikidata5m(con, args.file, args.aliases, args.relation_aliases, **common)
+    finally:
+        con.close()
     print(json.dumps(result, indent=2))
     return 0
 
@@ -68,8 +115,12 @@ def _import_qa(args: argparse.Namespace) -> int:
     from workbench import store
     from workbench.qa_import import import_qa
 
+    _checked(args, args.file)
     con = store.connect(db_path(args))
-    result = import_qa(con, args.file, args.name, split=args.split, fmt=args.format, replace=args.replace)
-    con.close()
+    try:
+        result = import_qa(con, args.file, args.name, split=args.split, fmt=args.format, replace=args.replace,
+                           append=args.append, skip_bad=args.skip_bad)
+    finally:
+        con.close()
     print(json.dumps(result, indent=2))
     return 0

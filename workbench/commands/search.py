@@ -6,7 +6,7 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_db, db_path, existing_db
 from workbench.search.server import Limits
 
 
@@ -45,9 +45,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _tool(args: argparse.Namespace, topk: int):
+    """The search tool over the store, which is opened read-only: searching never writes to it,
+    and other readers may have it open meanwhile."""
+    from workbench import store
     from workbench.search.tool import SearchTool
 
-    return SearchTool(db_path(args), index=args.index, topk=topk, model=args.model, e5=args.e5)
+    con = store.connect(existing_db(args, "build a world or import a source first"), read_only=True)
+    try:
+        return SearchTool(con, index=args.index, topk=topk, model=args.model, e5=args.e5)
+    finally:
+        con.close()
 
 
 def _search(args: argparse.Namespace) -> int:

@@ -13,12 +13,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("world", help="generate a seeded TinyWorld (entities, articles, anchors, edges, "
                                      "question sets) into the store",
                        description="Generate a TinyWorld and its held-out question sets into the store "
-                                   "(replaces the store's world, pool and questions).")
+                                   "(replaces the store's world, pool and questions). A store that holds this "
+                                   "very world is kept as it is; replacing a world that runs, evaluations or "
+                                   "imports use is refused unless --force.")
     p.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
                    help="size preset: smoke ~200 entities, tiny ~2,000 (default: tiny)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default: 0)")
     p.add_argument("--entities", type=int, default=None, metavar="N",
                    help="number of entities, overriding the preset (any size; 1,000,000 take about 1-2 minutes)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the store's world even when runs, evaluations or imports use it (their rows "
+                        "are deleted, since their ids would point into the new world; run folders are kept)")
     add_db(p)
     p.set_defaults(func=_world)
 
@@ -36,9 +41,10 @@ def _world(args: argparse.Namespace) -> int:
     from workbench.kg.tinyworld import build_world
 
     db = db_path(args)
-    s = build_world(db, preset=args.preset, seed=args.seed, n_entities=args.entities)
+    s = build_world(db, preset=args.preset, seed=args.seed, n_entities=args.entities, force=args.force)
+    done = "kept (the store already holds this world)" if s["kept"] else f"in {s['seconds']:.1f} s"
     print(f"world {args.preset} seed {args.seed}: {s['entities']} entities, {s['passages']} passages, "
-          f"{s['anchors']} anchors, {s['edges']} edges, {s['questions']} questions in {s['seconds']:.1f} s "
+          f"{s['anchors']} anchors, {s['edges']} edges, {s['questions']} questions {done} "
           f"(generate {s['generate_s']:.1f} s) -> {db}")
     return 0
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from workbench import store
 from workbench.kg import filters
-from workbench.kg.walks import CSRGraph, hop_range, random_walks
+from workbench.kg.walks import CSRGraph, check_walk_memory, hop_range, random_walks
 
 
 def chain_hash(titles) -> str:
@@ -173,8 +173,9 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
         ['hops', 'unknown']
     """
     lo, hi = _checked_hops(min_hops, max_hops)
-    if walks < 1:
-        raise ValueError(f"walks: expected a positive number of walks, got {walks}")
+    if isinstance(walks, bool) or not isinstance(walks, (int, np.integer)) or walks < 1:
+        raise ValueError(f"walks: expected a positive number of walks, got {walks!r}")
+    check_walk_memory(walks, hi)  # before the graph is loaded: an absurd --walks fails at once
     graph = CSRGraph.from_store(con)
     if graph.n_edges == 0:
         raise ValueError("the store has no edges: build a world (`workbench world`) or import a source first")
@@ -226,6 +227,20 @@ def _chain_frames(graph: CSRGraph, path: np.ndarray, rels: np.ndarray, hashes: l
     return chains, nodes
 
 
+def _same_g0(con, chains: pd.DataFrame, build: list) -> tuple[int, int] | None:
+    """(build id, G_0's evidence rows) when the store's latest build had the same settings and G_0
+    holds exactly these chains; else None."""
+    last = con.execute("SELECT build_id, seed, walks, min_hops, max_hops, params FROM pool_builds "
+                       "ORDER BY build_id DESC LIMIT 1").fetchall()
+    if not last or list(last[0][1:5]) != build[:4] or json.loads(last[0][5]) != json.loads(build[4]):
+        return None
+    stored = [h for (h,) in con.execute("SELECT hash FROM chains WHERE run IS NULL ORDER BY hash").fetchall()]
+    if stored != sorted(chains["hash"]):
+        return None
+    (n,) = con.execute("SELECT count(*) FROM evidence WHERE run IS NULL").fetchall()[0]
+    return int(last[0][0]), int(n)
+
+
 def _write_g0(con, chains: pd.DataFrame, nodes: pd.DataFrame, build: list, force: bool) -> tuple[int, int]:
     """Replace G_0 with ``chains`` and ``nodes``, add their evidence and the ``pool_builds`` row
     (``build``: seed, walks, min_hops, max_hops, params, rejections) in one transaction; returns
@@ -236,6 +251,9 @@ def _write_g0(con, chains: pd.DataFrame, nodes: pd.DataFrame, build: list, force
     con.register("_new_nodes", nodes)
     try:
         with store.transaction(con):
+            same = _same_g0(con, chains, build)
+            if same is not None:
+                return same  # the same build on the same world: G_0 (and the runs on it) stay as they are
             runs = _runs_on_g0(con)
             if runs and not force:
                 raise ValueError(f"G_0 is in use by run(s) {runs} (write-back evidence or candidates on G_0 "

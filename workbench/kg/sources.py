@@ -12,7 +12,16 @@ memory does not grow with the file (the real KILT file is 35 GB). Title -> id re
 KILT anchors happens once at the end, in SQL over staged temp tables, not in a Python dict.
 The whole import is one transaction: a malformed line raises ValueError naming the file, the
 line and what was expected, and the store is unchanged; with ``skip_bad=True`` the line is
-recorded in ``skipped_lines`` instead. Each import writes one row to ``imports``.
+recorded in ``skipped_lines`` instead. Malformed includes: not JSON (or not the tab-separated
+fields), text no store can hold (a lone UTF-16 surrogate), nesting deeper than Python's recursion
+limit, and in KILT a page id or title already seen earlier in the file. A truncated or corrupt
+``.gz`` and an empty file are errors naming the file (and line). A UTF-8 byte order mark at the
+start of a file is dropped, as by every importer.
+
+Each import writes one row to ``imports`` with the :func:`fingerprint` of its file(s) and the
+rows it inserted (the returned counts count rows inserted, not rows read). A file already
+recorded there is refused (ValueError, the store unchanged) unless ``append=True`` imports it
+again: a re-run after a kill, when one cannot tell whether the import landed, cannot double it.
 
 Entity matching (our choice): a page or alias whose title equals an existing entity's title
 reuses that entity (the smallest id), so importing Wikidata5M and then KILT links Wikidata ids
@@ -39,9 +48,12 @@ Example:
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
+import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote
@@ -154,34 +166,132 @@ class _Bad(Exception):
     """A malformed line; the message says what was expected."""
 
 
-class _Import:
-    """One streaming import: line reading with progress, bad-line policy, the ``imports`` row."""
+BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark some editors put first in a file
+SAMPLE_BYTES = 1 << 20  # fingerprint: the first and last MiB of a file, with its size
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, kind: str, file: Path, skip_bad: bool, progress: bool):
-        self.con, self.kind, self.file = con, kind, file
-        self.skip_bad, self.progress = skip_bad, progress
+
+def check_input(path: str | Path, what: str) -> Path:
+    """``path`` as a Path when it is a readable file, else an error naming it and ``what`` was expected.
+
+    Example:
+        >>> check_input("/", "KILT file")
+        Traceback (most recent call last):
+        ...
+        ValueError: /: is a directory; expected a KILT file
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; expected a {what}")
+    if not path.is_file():
+        raise FileNotFoundError(f"no {what} at {path}")
+    return path
+
+
+def fingerprint(*paths: str | Path | None) -> str:
+    """What identifies the file(s) of one import: a hash of each file's size and of its first and
+    last MiB (the whole file when smaller); ``None`` (an optional file not given) counts too.
+
+    Reading 2 MiB instead of a 35 GB file keeps the check instant; two different files agree only
+    when they have the same size and the same first and last MiB.
+
+    Example:
+        >>> import os, tempfile
+        >>> f = os.path.join(tempfile.mkdtemp(), "a.txt")
+        >>> _ = open(f, "w").write("Q1\\tP1\\tQ2\\n")
+        >>> fingerprint(f) == fingerprint(f) != fingerprint(f, None)
+        True
+    """
+    h = hashlib.sha256()
+    for path in paths:
+        if path is None:
+            h.update(b"-\0")
+            continue
+        size = Path(path).stat().st_size
+        h.update(f"{size}\0".encode())
+        with open(path, "rb") as f:
+            h.update(f.read(2 * SAMPLE_BYTES) if size <= 2 * SAMPLE_BYTES else f.read(SAMPLE_BYTES))
+            if size > 2 * SAMPLE_BYTES:
+                f.seek(size - SAMPLE_BYTES)
+                h.update(f.read(SAMPLE_BYTES))
+    return h.hexdigest()
+
+
+def refuse_repeat(con: duckdb.DuckDBPyConnection, kind: str, digest: str, shown: Path) -> None:
+    """ValueError when an import of ``kind`` with fingerprint ``digest`` is recorded in ``imports``.
+
+    Example:
+        >>> refuse_repeat(store.connect(":memory:"), "kilt", "0" * 64, Path("kilt.jsonl"))  # nothing recorded
+    """
+    found = con.execute("SELECT import_id, file, strftime(created_at, '%Y-%m-%d %H:%M:%S'), lines FROM imports "
+                        "WHERE kind = ? AND fingerprint = ? ORDER BY import_id LIMIT 1", [kind, digest]).fetchall()
+    if found:
+        import_id, file, when, lines = found[0]
+        raise ValueError(f"{shown}: already in this store (import {import_id} of {file} at {when}, {lines} lines); "
+                         "importing it again would add its rows a second time: pass --append to do that anyway")
+
+
+def _read_error(err: Exception) -> str:
+    """What a failed read of a line means, for the error message."""
+    if isinstance(err, EOFError):
+        return f"the compressed file ends early (truncated?): {err}"
+    if isinstance(err, (gzip.BadGzipFile, zlib.error)):
+        return f"corrupt compressed data: {err}"
+    return f"cannot read the file: {err}"
+
+
+class _Import:
+    """One streaming import: line reading with progress, bad-line policy, the ``imports`` row.
+
+    ``files`` are the import's input files, the main one first (``None`` for an optional file not
+    given); unless ``append``, files already imported as ``kind`` are refused (:func:`refuse_repeat`).
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, kind: str, files: tuple[Path | None, ...], skip_bad: bool,
+                 progress: bool, append: bool):
+        self.con, self.kind, self.file = con, kind, files[0]
+        self.skip_bad, self.progress, self.fingerprint = skip_bad, progress, fingerprint(*files)
+        if not append:
+            refuse_repeat(con, kind, self.fingerprint, self.file)
         self.import_id = store.next_id(con, "imports", "import_id")
         self.lines = 0
         self.skipped = 0
         self.started = time.perf_counter()
 
     def read(self, path: Path, parse) -> Iterator[tuple[int, object]]:
-        """Yield ``(line number, parse(raw line))`` for every non-blank line; bad lines raise or skip."""
+        """Yield ``(line number, parse(raw line))`` for every non-blank line; bad lines raise or skip.
+
+        A file without a non-blank line, or one that cannot be read to its end (a truncated or
+        corrupt ``.gz``), raises ValueError naming the file (and the line reached).
+        """
         from tqdm import tqdm
 
         opener = gzip.open if path.suffix == ".gz" else open
         total = None if path.suffix == ".gz" else path.stat().st_size
+        seen, lineno = 0, 0
         with opener(path, "rb") as f, tqdm(total=total, unit="B", unit_scale=True, desc=path.name,
                                             disable=not self.progress, mininterval=1.0) as bar:
-            for lineno, raw in enumerate(f, 1):
+            lines = iter(f)
+            while True:
+                try:  # only the read itself: errors of the caller's code, at the yield, stay theirs
+                    raw = next(lines)
+                except StopIteration:
+                    break
+                except (EOFError, OSError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+                    raise ValueError(f"{path} line {lineno + 1}: {_read_error(err)}") from None
+                lineno += 1
                 bar.update(len(raw))
+                if lineno == 1 and raw.startswith(BOM):
+                    raw = raw[len(BOM):]
                 if not raw.strip():
                     continue
                 self.lines += 1
+                seen += 1
                 try:
                     yield lineno, parse(raw)
                 except _Bad as err:
                     self.bad(path, lineno, str(err))
+        if not seen:
+            raise ValueError(f"{path}: empty file (no non-blank line); nothing imported")
 
     def bad(self, path: Path, lineno: int, error: str) -> None:
         if not self.skip_bad:
@@ -191,8 +301,10 @@ class _Import:
                          [self.import_id, str(path), lineno, error])
 
     def finish(self, **counts) -> dict:
-        self.con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped) VALUES (?, ?, ?, ?, ?)",
-                         [self.import_id, self.kind, str(self.file), self.lines, self.skipped])
+        """Write the ``imports`` row; the report: counts of rows inserted, lines, skipped, speed."""
+        self.con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped, fingerprint, inserted) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)", [self.import_id, self.kind, str(self.file), self.lines,
+                                                         self.skipped, self.fingerprint, json.dumps(counts)])
         seconds = time.perf_counter() - self.started
         return {"import_id": self.import_id, "kind": self.kind, "file": str(self.file),
                 "lines": self.lines, "skipped": self.skipped, **counts,
@@ -226,7 +338,7 @@ class _Entities:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, source: str):
         self.con, self.source = con, source
-        self.next_id = store.next_id(con, "entities", "entity_id")
+        self.next_id = self.first_id = store.next_id(con, "entities", "entity_id")
         self.created = 0
 
     def ids(self, titles: list[str]) -> np.ndarray:
@@ -262,11 +374,43 @@ def _field(obj: dict, name: str, types: type | tuple, what: str):
     return value
 
 
+# A lone surrogate can only come from a \\uD800-\\uDFFF escape, or from its UTF-8-like bytes, which
+# json.loads decodes with 'surrogatepass': lines without either need no further check.
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def json_value(raw: bytes | str):
+    """``json.loads(raw)``, or ValueError saying what is wrong: not JSON, not UTF-8, nested deeper
+    than Python's recursion limit, or holding text no store can hold (a lone UTF-16 surrogate).
+
+    Example:
+        >>> json_value(b'{"t": "ok"}')
+        {'t': 'ok'}
+        >>> json_value(b'{"t": "\\\\ud800"}')
+        Traceback (most recent call last):
+        ...
+        ValueError: text that cannot be stored: a lone UTF-16 surrogate '\\ud800' (expected valid Unicode)
+    """
+    try:
+        value = json.loads(raw)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, an over-long integer
+        raise ValueError(f"not valid JSON ({err})") from None
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than Python's recursion limit ({sys.getrecursionlimit()})") from None
+    if _MAYBE_SURROGATE.search(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"text that cannot be stored: a lone UTF-16 surrogate {err.object[err.start:err.end]!r} "
+                             "(expected valid Unicode)") from None
+    return value
+
+
 def _json_object(raw: bytes) -> dict:
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise _Bad(f"expected a JSON object ({err})") from None
+        obj = json_value(raw)
+    except ValueError as err:
+        raise _Bad(f"expected a JSON object: {err}") from None
     if not isinstance(obj, dict):
         raise _Bad("expected a JSON object")
     return obj
@@ -316,9 +460,33 @@ def _parse_kilt(raw: bytes) -> tuple[str, str, list[str], list[tuple]]:
 
 
 _KILT_STAGE = """
-CREATE OR REPLACE TEMP TABLE _kilt_pages (wid VARCHAR, title VARCHAR, entity_id BIGINT);
-CREATE OR REPLACE TEMP TABLE _kilt_anchors (src BIGINT, paragraph INTEGER, start INTEGER, stop INTEGER,
-    text VARCHAR, dst_wid VARCHAR, dst_title VARCHAR, label VARCHAR);
+CREATE OR REPLACE TEMP TABLE _kilt_pages (line BIGINT, wid VARCHAR, title VARCHAR, entity_id BIGINT,
+    first_passage BIGINT, passages INTEGER);
+CREATE OR REPLACE TEMP TABLE _kilt_anchors (line BIGINT, src BIGINT, paragraph INTEGER, start INTEGER,
+    stop INTEGER, text VARCHAR, dst_wid VARCHAR, dst_title VARCHAR, label VARCHAR);
+"""
+
+# A page whose id or title an earlier line of the file already had (one set-based pass at the
+# end: a Python set of 6M ids would grow with the file).
+_KILT_DUPLICATES = """
+CREATE OR REPLACE TEMP TABLE _kilt_dups AS
+SELECT line, wid, title, first_passage, passages,
+       min(line) OVER (PARTITION BY wid) AS first_id, min(line) OVER (PARTITION BY title) AS first_title
+FROM _kilt_pages QUALIFY first_id < line OR first_title < line;
+"""
+
+# --skip-bad: the duplicates' rows go (passages by their id range, staged anchors by line, and
+# the entities only they created); each becomes a skipped line.
+_KILT_DROP_DUPLICATES = """
+INSERT INTO skipped_lines SELECT $import_id, $file, line,
+    CASE WHEN first_id < line THEN 'duplicate page id ' || wid || ' (first at line ' || first_id || ')'
+         ELSE 'duplicate page title ' || title || ' (first at line ' || first_title || ')' END
+FROM _kilt_dups;
+DELETE FROM passages p USING _kilt_dups d
+WHERE p.passage_id >= d.first_passage AND p.passage_id < d.first_passage + d.passages;
+DELETE FROM _kilt_anchors WHERE line IN (SELECT line FROM _kilt_dups);
+DELETE FROM _kilt_pages WHERE line IN (SELECT line FROM _kilt_dups);
+DELETE FROM entities WHERE entity_id >= $first_entity AND entity_id NOT IN (SELECT entity_id FROM _kilt_pages);
 """
 
 # Targets resolve by page id, else by title, among the pages of this file; the rest stay NULL.
@@ -332,96 +500,132 @@ INSERT INTO anchors SELECT src, paragraph, start, stop, text, dst FROM _kilt_res
 """
 
 # Rule (1) of relation_label: a Wikidata triple (src, r, dst), found through the ids stored as
-# aliases, overrides the sentence label. One edge per distinct (src, dst, relation).
+# aliases, overrides the sentence label. One edge per distinct (src, dst, relation); those the
+# store already has (an earlier import) are not inserted again, nor counted.
 _KILT_EDGES = """
 CREATE OR REPLACE TEMP TABLE _kilt_wikidata AS
 SELECT hd.entity_id AS src, tl.entity_id AS dst, min(t.relation) AS relation
 FROM triples t JOIN aliases hd ON hd.alias = t.head JOIN aliases tl ON tl.alias = t.tail
 GROUP BY ALL;
-CREATE OR REPLACE TEMP TABLE _kilt_edges AS
+CREATE OR REPLACE TEMP TABLE _kilt_all_edges AS
 SELECT DISTINCT r.src, r.dst, coalesce(w.relation, r.label) AS relation
 FROM _kilt_resolved r LEFT JOIN _kilt_wikidata w ON w.src = r.src AND w.dst = r.dst
 WHERE r.dst IS NOT NULL AND r.dst <> r.src;
-INSERT INTO edges SELECT src, dst, relation, 'kilt' FROM _kilt_edges e
+CREATE OR REPLACE TEMP TABLE _kilt_edges AS SELECT * FROM _kilt_all_edges e
 WHERE NOT EXISTS (SELECT 1 FROM edges x WHERE x.src = e.src AND x.dst = e.dst AND x.relation = e.relation);
-INSERT INTO relations SELECT l.label, NULL, NULL, c.functional
-FROM (SELECT DISTINCT relation AS label FROM _kilt_edges) l LEFT JOIN _wb_cues c ON c.label = l.label
-WHERE l.label NOT IN (SELECT label FROM relations);
+INSERT INTO edges SELECT src, dst, relation, 'kilt' FROM _kilt_edges;
+CREATE OR REPLACE TEMP TABLE _kilt_relations AS
+SELECT l.label, c.functional FROM (SELECT DISTINCT relation AS label FROM _kilt_edges) l
+LEFT JOIN _wb_cues c ON c.label = l.label WHERE l.label NOT IN (SELECT label FROM relations);
+INSERT INTO relations SELECT label, NULL, NULL, functional FROM _kilt_relations;
 """
+_KILT_TEMP = ("_kilt_pages", "_kilt_anchors", "_kilt_dups", "_kilt_resolved", "_kilt_wikidata", "_kilt_all_edges",
+              "_kilt_edges", "_kilt_relations")
 
 
 def import_kilt(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: bool = False,
-                batch_rows: int = 10_000, progress: bool = True) -> dict:
+                batch_rows: int = 10_000, progress: bool = True, append: bool = False) -> dict:
     """Import a KILT knowledge source file (JSON lines, optionally .gz) in one transaction.
 
     Writes entities (kind from :func:`title_kind`), one passage per paragraph, every anchor
     (``dst_entity`` NULL when the target page is not in the file) and one labelled edge per
-    distinct (source, target, :func:`relation_label`). Returns counts and lines/s.
+    distinct (source, target, :func:`relation_label`) the store does not have yet. Returns the
+    counts of rows inserted (``edges_present``: this file's edges the store already had) and lines/s.
+    A file already imported is refused unless ``append``; a page id or title repeated in the file
+    is a malformed line (``skip_bad`` keeps the first page).
 
     Example:
         >>> import_kilt(store.connect(":memory:"), "kilt_knowledgesource.json", progress=False)  # doctest: +SKIP
         {'import_id': 0, 'kind': 'kilt', 'lines': 5903530, 'skipped': 0, 'entities': ..., ...}
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no KILT file at {path}")
+    path = check_input(path, "KILT file")
     with store.transaction(con):
-        run = _Import(con, "kilt", path, skip_bad, progress)
+        run = _Import(con, "kilt", (path,), skip_bad, progress, append)
         entities = _Entities(con, "kilt")
         next_passage = store.next_id(con, "passages", "passage_id")
         con.execute(_KILT_STAGE)
-        pages: list[tuple[str, str, list[str], list[tuple]]] = []
+        pages: list[tuple[int, tuple[str, str, list[str], list[tuple]]]] = []
         rows = 0
-        n_passages = 0
 
         def flush() -> None:
-            nonlocal next_passage, n_passages
+            nonlocal next_passage
             if not pages:
                 return
-            ids = entities.ids([title for _, title, _, _ in pages])
-            _insert(con, "_kilt_pages", {"wid": [p[0] for p in pages], "title": [p[1] for p in pages],
-                                          "entity_id": ids})
-            owners = np.repeat(ids, [len(p[2]) for p in pages])
-            texts = [t for p in pages for t in p[2]]
+            ids = entities.ids([page[1] for _, page in pages])
+            sizes = np.array([len(page[2]) for _, page in pages], dtype=np.int64)
+            firsts = next_passage + np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            _insert(con, "_kilt_pages", {"line": np.array([line for line, _ in pages], dtype=np.int64),
+                                          "wid": [page[0] for _, page in pages],
+                                          "title": [page[1] for _, page in pages], "entity_id": ids,
+                                          "first_passage": firsts, "passages": sizes.astype(np.int32)})
+            texts = [t for _, page in pages for t in page[2]]
             _insert(con, "passages", {
                 "passage_id": np.arange(next_passage, next_passage + len(texts), dtype=np.int64),
-                "entity_id": owners,
-                "paragraph": np.concatenate([np.arange(len(p[2]), dtype=np.int32) for p in pages]),
+                "entity_id": np.repeat(ids, sizes),
+                "paragraph": np.concatenate([np.arange(n, dtype=np.int32) for n in sizes]),
                 "text": texts})
             next_passage += len(texts)
-            n_passages += len(texts)
-            anchors = [a for p in pages for a in p[3]]
+            anchors = [a for _, page in pages for a in page[3]]
             cols = list(zip(*anchors)) if anchors else [[]] * 7
+            counts = [len(page[3]) for _, page in pages]
             _insert(con, "_kilt_anchors", {
-                "src": np.repeat(ids, [len(p[3]) for p in pages]),
+                "line": np.repeat(np.array([line for line, _ in pages], dtype=np.int64), counts),
+                "src": np.repeat(ids, counts),
                 "paragraph": pa.array(cols[0], pa.int32()), "start": pa.array(cols[1], pa.int32()),
                 "stop": pa.array(cols[2], pa.int32()), "text": pa.array(cols[3], pa.string()),
                 "dst_wid": pa.array(cols[4], pa.string()), "dst_title": pa.array(cols[5], pa.string()),
                 "label": pa.array(cols[6], pa.string())})
             pages.clear()
 
-        for _, page in run.read(path, _parse_kilt):
-            pages.append(page)
+        for line, page in run.read(path, _parse_kilt):
+            pages.append((line, page))
             rows += 1 + len(page[2]) + len(page[3])
             if rows >= batch_rows:
                 flush()
                 rows = 0
         flush()
+        _drop_duplicate_pages(con, run, entities)
         con.execute(_KILT_RESOLVE)
         _wb_cues = pa.table({"label": list(RELATION_CUES), "functional": list(RELATION_CUES.values())})  # noqa: F841
         con.execute(_KILT_EDGES)
-        (n_anchors, n_resolved), = con.execute(
-            "SELECT count(*), count(dst) FROM _kilt_resolved").fetchall()
-        (n_edges,) = con.execute("SELECT count(*) FROM _kilt_edges").fetchone()
+        (n_passages,) = con.execute("SELECT coalesce(sum(passages), 0) FROM _kilt_pages").fetchall()[0]
+        (n_anchors, n_resolved), = con.execute("SELECT count(*), count(dst) FROM _kilt_resolved").fetchall()
+        (n_edges, n_present, n_relations), = con.execute(
+            "SELECT (SELECT count(*) FROM _kilt_edges), (SELECT count(*) FROM _kilt_all_edges) - "
+            "(SELECT count(*) FROM _kilt_edges), (SELECT count(*) FROM _kilt_relations)").fetchall()
         by_rule = _rule_counts(con)
-        for table in ("_kilt_pages", "_kilt_anchors", "_kilt_resolved", "_kilt_wikidata", "_kilt_edges"):
+        for table in _KILT_TEMP:
             con.execute(f"DROP TABLE {table}")
-        return run.finish(entities=entities.created, passages=n_passages, anchors=n_anchors,
-                          resolved_anchors=n_resolved, edges=n_edges, edges_by_rule=by_rule)
+        return run.finish(entities=entities.created, passages=int(n_passages), anchors=n_anchors,
+                          resolved_anchors=n_resolved, edges=n_edges, edges_present=n_present,
+                          relations=n_relations, edges_by_rule=by_rule)
+
+
+def _drop_duplicate_pages(con: duckdb.DuckDBPyConnection, run: _Import, entities: _Entities) -> None:
+    """A page id or title seen on an earlier line is a malformed line: raise, or (``skip_bad``)
+    drop the later pages' rows and record them as skipped."""
+    con.execute(_KILT_DUPLICATES)
+    (n,) = con.execute("SELECT count(*) FROM _kilt_dups").fetchall()[0]
+    if not n:
+        return
+    if not run.skip_bad:
+        line, wid, title, first_id, first_title = con.execute(
+            "SELECT line, wid, title, first_id, first_title FROM _kilt_dups ORDER BY line LIMIT 1").fetchall()[0]
+        what = f"page id {wid!r} (first at line {first_id})" if first_id < line else \
+            f"page title {title!r} (first at line {first_title})"
+        more = f"; {n} duplicate pages in all" if n > 1 else ""
+        raise ValueError(f"{run.file} line {line}: duplicate {what}{more}; pass --skip-bad to keep each first page")
+    (before,) = con.execute("SELECT count(*) FROM entities WHERE entity_id >= ?", [entities.first_id]).fetchall()[0]
+    params = {"import_id": run.import_id, "file": str(run.file), "first_entity": entities.first_id}
+    for statement in filter(str.strip, _KILT_DROP_DUPLICATES.split(";")):  # DuckDB binds one statement at a time
+        con.execute(statement, {k: v for k, v in params.items() if f"${k}" in statement})
+    (after,) = con.execute("SELECT count(*) FROM entities WHERE entity_id >= ?", [entities.first_id]).fetchall()[0]
+    entities.created -= before - after
+    run.skipped += n
 
 
 def _rule_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """How many of this import's edges each rule of :func:`relation_label` labelled."""
+    """How many of this import's inserted edges each rule of :func:`relation_label` labelled."""
     wikidata, cue, generic = con.execute(
         "SELECT count(*) FILTER (WHERE w.relation IS NOT NULL), "
         "count(*) FILTER (WHERE w.relation IS NULL AND e.relation <> ?), "
@@ -460,22 +664,21 @@ def _parse_wiki18(raw: bytes) -> tuple[str, str]:
 
 
 def import_wiki18(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: bool = False,
-                  batch_rows: int = 10_000, progress: bool = True) -> dict:
+                  batch_rows: int = 10_000, progress: bool = True, append: bool = False) -> dict:
     """Import the wiki-18 corpus (JSON lines ``id``, ``contents``) as passages, in one transaction.
 
     Each line becomes a passage of the entity with its title (created when missing, kind from
     :func:`title_kind`). ``paragraph`` numbers the passages of a title in file order within a
-    run of consecutive lines (wiki-18 stores an article's passages consecutively).
+    run of consecutive lines (wiki-18 stores an article's passages consecutively). A file
+    already imported is refused unless ``append``.
 
     Example:
         >>> import_wiki18(store.connect(":memory:"), "wiki18_100w.jsonl", progress=False)  # doctest: +SKIP
         {'import_id': 0, 'kind': 'wiki18', 'lines': 21015324, 'passages': 21015324, ...}
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no wiki-18 file at {path}")
+    path = check_input(path, "wiki-18 file")
     with store.transaction(con):
-        run = _Import(con, "wiki18", path, skip_bad, progress)
+        run = _Import(con, "wiki18", (path,), skip_bad, progress, append)
         entities = _Entities(con, "wiki18")
         next_passage = store.next_id(con, "passages", "passage_id")
         titles: list[str] = []
@@ -528,34 +731,34 @@ def _parse_alias(raw: bytes) -> list[str]:
 def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                       entity_aliases: str | Path | None = None,
                       relation_aliases: str | Path | None = None, *, skip_bad: bool = False,
-                      batch_rows: int = 10_000, progress: bool = True) -> dict:
+                      batch_rows: int = 10_000, progress: bool = True, append: bool = False) -> dict:
     """Import Wikidata5M-style triples and alias files in one transaction.
 
     ``entity_aliases`` lines (``Q42\\tDouglas Adams\\tDouglas Noel Adams``) give each id an entity
     (the one titled like its first alias, created when missing) and ``aliases`` rows for the id
     itself and every alias. ``relation_aliases`` lines (``P57\\tdirector\\t...``) name relations:
     ``triples.relation`` holds a relation's first alias when one is given, else its raw id.
+    The same three files (or the same triples without alias files) again are refused unless ``append``.
 
     Example:
         >>> import_wikidata5m(store.connect(":memory:"), "wikidata5m_all_triplet.txt",
         ...                   "wikidata5m_entity.txt", "wikidata5m_relation.txt")  # doctest: +SKIP
         {'import_id': 0, 'kind': 'wikidata5m', 'triples': 21354359, 'aliases': ..., ...}
     """
-    paths = [Path(p) for p in (triples, entity_aliases, relation_aliases) if p is not None]
-    for p in paths:
-        if not p.is_file():
-            raise FileNotFoundError(f"no Wikidata5M file at {p}")
+    triples, entity_aliases, relation_aliases = (None if p is None else check_input(p, f"Wikidata5M {what} file")
+                                                 for p, what in ((triples, "triples"), (entity_aliases, "alias"),
+                                                                 (relation_aliases, "relation alias")))
     with store.transaction(con):
-        run = _Import(con, "wikidata5m", Path(triples), skip_bad, progress)
+        run = _Import(con, "wikidata5m", (triples, entity_aliases, relation_aliases), skip_bad, progress, append)
         entities = _Entities(con, "wikidata5m")
         n_aliases = n_triples = 0
         names: dict[str, str] = {}  # relation id -> first alias (Wikidata5M has ~800 relations)
         if relation_aliases is not None:
-            for _, fields in run.read(Path(relation_aliases), _parse_alias):
+            for _, fields in run.read(relation_aliases, _parse_alias):
                 names.setdefault(fields[0], fields[1])
 
         if entity_aliases is not None:
-            for batch in _chunks((f for _, f in run.read(Path(entity_aliases), _parse_alias)), batch_rows):
+            for batch in _chunks((f for _, f in run.read(entity_aliases, _parse_alias)), batch_rows):
                 ids = entities.ids([fields[1] for fields in batch])
                 owners, names_ = [], []
                 for eid, fields in zip(ids.tolist(), batch):
@@ -564,7 +767,7 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                 n_aliases += _insert(con, "aliases", {"entity_id": pa.array(owners, pa.int64()),
                                                       "alias": pa.array(names_, pa.string())})
 
-        for rows in _chunks((f for _, f in run.read(Path(triples), _parse_triple)), batch_rows):
+        for rows in _chunks((f for _, f in run.read(triples, _parse_triple)), batch_rows):
             heads, rels, tails = zip(*rows)
             n_triples += _insert(con, "triples", {"head": list(heads),
                                                   "relation": [names.get(r, r) for r in rels],

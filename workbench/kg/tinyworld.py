@@ -945,16 +945,22 @@ def write_world(con, world: World) -> None:
         _insert_all(con, world)
 
 
-def build_world(db_or_con, preset: str = "tiny", seed: int = 0, n_entities: int | None = None) -> dict:
+def build_world(db_or_con, preset: str = "tiny", seed: int = 0, n_entities: int | None = None,
+                force: bool = False) -> dict:
     """Generate a world, write it and its question sets to the store; return a summary.
 
     ``db_or_con`` is a store path or an open connection; sizes come from the preset's
     ``WorldConfig`` unless ``n_entities`` is given. Everything is one transaction.
 
+    A store that already holds this very world (same entity and question ids and texts) is kept
+    as it is (``summary["kept"]``), pool and runs included. Replacing a different world that runs,
+    evaluations or imports use would restart the ids their rows point at: refused (ValueError
+    naming them) unless ``force``, which deletes those rows too (``store.clear_world``).
+
     Example:
         >>> s = build_world(":memory:", preset="smoke", seed=0)
-        >>> s["entities"] > 0 and s["questions"] > 0
-        True
+        >>> s["entities"] > 0 and s["questions"] > 0, s["kept"]
+        (True, False)
     """
     from workbench import config, store
     from workbench.kg import qa_sets
@@ -970,16 +976,47 @@ def build_world(db_or_con, preset: str = "tiny", seed: int = 0, n_entities: int 
     con = store.connect(db_or_con) if own else db_or_con
     try:
         with store.transaction(con):
-            store.clear_world(con)
-            _insert_all(con, world)
-            qa_sets.write_questions(con, questions)
+            kept = not force and _holds(con, world, questions)
+            if not kept:
+                users = store.world_users(con)
+                if users and not force:
+                    raise ValueError(
+                        f"the store's world is in use by {'; '.join(users)}: a different world (preset {preset}, "
+                        f"seed {seed}, {n} entities) would restart the entity and question ids their rows point "
+                        "at; pass --force (force=True) to replace it anyway, deleting those rows (run folders "
+                        "are kept)")
+                store.clear_world(con)
+                _insert_all(con, world)
+                qa_sets.write_questions(con, questions)
     finally:
         if own:
             con.close()
-    summary = {**world.counts(), "questions": questions.num_rows, "seed": seed, "preset": preset,
+    summary = {**world.counts(), "questions": questions.num_rows, "seed": seed, "preset": preset, "kept": kept,
                "generate_s": round(t_gen, 2), "questions_s": round(t_q, 2),
                "seconds": round(time.perf_counter() - t0, 2)}
     return summary
+
+
+def _holds(con, world: World, questions: pa.Table) -> bool:
+    """Whether the store's entities and TinyWorld questions are exactly ``world``'s (ids and texts).
+
+    The generator is deterministic, so equal titles and questions under equal ids mean the same
+    world; TinyWorld questions take ids from 0 in a store the world was written to (``clear_world``).
+    """
+    from workbench import store
+
+    generated = questions.select(["dataset", "question", "split"]).append_column(
+        "question_id", pa.array(np.arange(questions.num_rows), pa.int64()))
+    with store.registered(con, "_tw_entities", world.entities.select(["entity_id", "title"])), \
+            store.registered(con, "_tw_questions", generated):
+        (differ,) = con.execute("""
+            WITH stored AS (SELECT * FROM questions WHERE dataset IN (SELECT dataset FROM _tw_questions))
+            SELECT (SELECT count(*) FROM entities e FULL JOIN _tw_entities g USING (entity_id)
+                    WHERE e.title IS DISTINCT FROM g.title)
+                 + (SELECT count(*) FROM stored q FULL JOIN _tw_questions g USING (question_id)
+                    WHERE q.question IS DISTINCT FROM g.question OR q.split IS DISTINCT FROM g.split)
+            """).fetchall()[0]
+    return differ == 0 and world.entities.num_rows > 0
 
 
 def _insert_all(con, world: World) -> None:

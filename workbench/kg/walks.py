@@ -125,10 +125,14 @@ class CSRGraph:
                               len(node_ids), labels=labels, node_ids=node_ids)
 
 
+MAX_HOPS = 64  # ours: far beyond the paper's 2-3 hops; bounds the walk arrays (each hop a column)
+
+
 def hop_range(hops, name: str = "hops") -> tuple[int, int]:
     """``3`` -> (3, 3); ``(2, 3)`` or ``range(2, 4)`` -> (2, 3); ``"2-3"`` -> (2, 3).
 
-    Raises ValueError naming the parameter (``name``) when the value is not N or MIN-MAX with 1 <= MIN <= MAX.
+    Raises ValueError naming the parameter (``name``) when the value is not N or MIN-MAX with
+    1 <= MIN <= MAX <= :data:`MAX_HOPS`.
 
     Example:
         >>> hop_range("2-3"), hop_range(3), hop_range(range(2, 4))
@@ -148,9 +152,44 @@ def hop_range(hops, name: str = "hops") -> tuple[int, int]:
             lo = hi = int(hops)
     except (TypeError, ValueError):
         lo = hi = None
-    if lo is None or not 1 <= lo <= hi:
-        raise ValueError(f"{name}: expected N or MIN-MAX with 1 <= MIN <= MAX (e.g. 3 or 2-3), got {hops!r}")
+    if lo is None or not 1 <= lo <= hi <= MAX_HOPS:
+        raise ValueError(f"{name}: expected N or MIN-MAX with 1 <= MIN <= MAX <= {MAX_HOPS} (e.g. 3 or 2-3), "
+                         f"got {hops!r}")
     return lo, hi
+
+
+def walk_bytes(max_hops: int) -> int:
+    """Memory one walk of up to ``max_hops`` hops may take while a pool is built (ours, measured
+    with margin: ~500 bytes at 3 hops): its node and relation columns, the walker's and filters'
+    temporaries, and the deduplication key of a kept walk."""
+    return 64 * (max_hops + 1) + 512
+
+
+def check_walk_memory(n_walks: int, max_hops: int, name: str = "walks") -> None:
+    """ValueError naming ``name`` when ``n_walks`` walks would not fit in the memory available now,
+    before anything is allocated (10**12 walks would otherwise ask numpy for tebibytes).
+
+    Example:
+        >>> check_walk_memory(10**12, 3)
+        Traceback (most recent call last):
+        ...
+        ValueError: walks: 1,000,000,000,000 walks of up to 3 hops need about 698.5 TiB of memory, ...
+    """
+    import psutil
+
+    need = n_walks * walk_bytes(max_hops)
+    free = psutil.virtual_memory().available
+    if need > free:
+        raise ValueError(f"{name}: {n_walks:,} walks of up to {max_hops} hops need about {_size(need)} of memory, "
+                         f"more than the {_size(free)} available; ask for at most about "
+                         f"{free // walk_bytes(max_hops):,} walks")
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+        n /= 1024
 
 
 def random_walks(graph: CSRGraph, n_walks: int, hops, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -171,6 +210,7 @@ def random_walks(graph: CSRGraph, n_walks: int, hops, seed: int = 0) -> tuple[np
     lo, hi = hop_range(hops)
     if n_walks < 0:
         raise ValueError(f"n_walks must be >= 0, got {n_walks}")
+    check_walk_memory(n_walks, hi, "n_walks")
     rng = np.random.default_rng(seed)
     # Node -1 (a finished or dead walk) reads the trailing 0 of ``deg`` and the trailing sentinel
     # edge of ``indices``/``rels``, so finished walks stay at -1 without compacting arrays.

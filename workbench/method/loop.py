@@ -24,6 +24,7 @@ ours, when set).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,7 @@ from workbench.policy.rollout import Trajectory, batch_tensors, rollout
 from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, policy_loss, probability_scale,
                                      reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
+from workbench.policy.generation import Choices
 from workbench.scoring import exact_match
 
 
@@ -119,6 +121,19 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
     return TrajectoryScore(r_ans, path, s_path, bool(verdict and verdict.passed), reward_fn(r_ans, s_path, beta))
 
 
+def answer_choices(chains: list[ChainView], m: int) -> Choices:
+    """Eq. 2's a in {e_1..e_L} as a decoding constraint (``method.proposer_answer_choices``, ours):
+    after ``<answer>`` each of a chain's M prompts may only spell one of its entity titles, then
+    ``</answer>``. The question stays free text; the gate's other rules are unchanged.
+
+    Example:
+        >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""])
+        >>> answer_choices([c], 2).per_row
+        [['Ann</answer>', 'Rome</answer>'], ['Ann</answer>', 'Rome</answer>']]
+    """
+    return Choices(protocol.ANSWER_OPEN, [[t + protocol.ANSWER_CLOSE for t in c.titles] for c in chains for _ in range(m)])
+
+
 def chain_view(chain: Chain) -> ChainView:
     """The fields the method reads from a pool chain: titles, relations and node passages.
 
@@ -181,6 +196,9 @@ class RoundResult:
             "s_path_correct_mean": float(np.mean([s.s_path for s in scores if s.r_ans] or [0.0])),
             "proposer_reward": float(np.mean(proposer)) if proposer else 0.0,
             "admitted_rate": (sum(c.verdict.admitted for c in candidates) / len(candidates)) if candidates else 0.0,
+            "passed_rate": (sum(c.verdict.passed for c in candidates) / len(candidates)) if candidates else 0.0,
+            "rejections": dict(sorted(Counter(c.verdict.reason.split(":")[0] for c in candidates
+                                              if not c.verdict.passed).items())),
             "seed_fallback_rate": len(seed) / len(self.slots) if self.slots else 0.0,
             "avg_hops_generated": mean([s.hops for s in gen]), "avg_hops_seed": mean([s.hops for s in seed]),
             "p_s_generated": mean([s.p_s for s in gen]), "p_s_seed": mean([s.p_s for s in seed]),
@@ -227,6 +245,19 @@ def answer_candidates(traj: Trajectory, chain_entities, titles: dict[int, str]) 
     """
     ids = set(traj.entity_ids) | set(chain_entities)
     return {e: titles[e] for e in ids if e in titles}
+
+
+def answer_choices(chains: list[ChainView], m: int) -> Choices:
+    """Eq. 2's a in {e_1..e_L} as a decoding constraint (``method.proposer_answer_choices``, ours):
+    after ``<answer>`` each of a chain's M prompts may only spell one of its entity titles, then
+    ``</answer>``. The question stays free text; the gate's other rules are unchanged.
+
+    Example:
+        >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""])
+        >>> answer_choices([c], 2).per_row
+        [['Ann</answer>', 'Rome</answer>'], ['Ann</answer>', 'Rome</answer>']]
+    """
+    return Choices(protocol.ANSWER_OPEN, [[t + protocol.ANSWER_CLOSE for t in c.titles] for c in chains for _ in range(m)])
 
 
 def chain_view(chain: Chain) -> ChainView:
@@ -391,8 +422,10 @@ class Trainer:
             return [], self._seed_slots(t, n_slots)
         chains = self._task_chains(t)
         prompts = proposer_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain)
+        choices = answer_choices(chains, m.candidates_per_chain) if m.proposer_answer_choices else None
         gens = self.policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=r.temperature,
-                                    top_p=r.top_p, stop=(protocol.ANSWER_CLOSE,), seed=self.seed_for(t, 2))
+                                    top_p=r.top_p, stop=(protocol.ANSWER_CLOSE,), seed=self.seed_for(t, 2),
+                                    choices=choices)
         sequences = [Trajectory(i, 0, prompt, self.policy.encode(prompt), list(g.token_ids), [1] * len(g.token_ids),
                                 list(g.logprobs), text=g.text) for i, (prompt, g) in enumerate(zip(prompts, gens))]
         tasks, slots = [], []
@@ -442,7 +475,7 @@ class Trainer:
                                               graph, self.solver_reward, m.beta_path, slot)
         if not self.proposer_reward:
             return
-        schedule = R.Schedule(t, m.steps, m.p_start, m.p_end, m.sigma)
+        schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)
         for task in tasks:
             verdicts = [c.verdict for c in task.candidates]
             outcomes = {c.verdict.index: R.GroupOutcome(c.slot.correct, tuple(r.score.reward for r in c.slot.rollouts))

@@ -120,7 +120,7 @@ class RunStore:
             metrics = {**result.metrics(tau_path), "val_em": val_em,
                        "pool_chains": n_chains, "pool_evidence": n_evidence,
                        "writeback_new_chains": wb["new_chains"], "writeback_merged_evidence": wb["merged_evidence"],
-                       "writeback_not_chains": wb["not_chains"],
+                       "writeback_not_chains": wb["not_chains"], "writeback_rejected": wb["rejected"],
                        **result.timings, "time_write_back": time.perf_counter() - clock}
             self.con.execute("INSERT INTO run_metrics VALUES (?, ?, ?)", [self.run, t, json.dumps(metrics)])
         return metrics

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import shutil
@@ -142,7 +143,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")
         if found:
-            _same_settings(runs, spec.name, cfg)
+            cfg = _same_settings(runs, spec.name, cfg)
         state = json.loads((found / "state.json").read_text()) if found else {"completed": 0, "best_val": -1.0}
         # float32 for both: bf16 weights (Policy.load's CUDA default) round away most Adam steps and
         # would put a rounding gap between policy and reference (LOG.md, session 3)
@@ -291,15 +292,20 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return max(found, key=lambda p: p.name, default=None)
 
 
-def _same_settings(runs: RunStore, method: str, cfg: Config) -> None:
-    """--resume continues the same run: the method and every setting but the total steps must match."""
+def _same_settings(runs: RunStore, method: str, cfg: Config) -> Config:
+    """--resume continues the same run: the method and every setting but the total steps must
+    match. Returns ``cfg`` with the run's first annealing horizon (Eq. 10's T), so resuming to more
+    steps does not re-stretch p*(t) mid-run."""
     found = runs.settings()
     if found is None:
-        return
+        return cfg
     stored_method, stored = found
     mine = cfg.to_dict()
+    horizon = stored["method"].get("anneal_steps") or stored["method"]["steps"]
     for d in (stored, mine):
         d["method"].pop("steps", None)
+        d["method"].pop("anneal_steps", None)
     if stored_method != method or stored != mine:
         raise ValueError(f"--resume: run {runs.run!r} was started with other settings (method {stored_method!r}); "
                          "resume with the same --method, --preset, --seed and --set values, or use a new --run")
+    return dataclasses.replace(cfg, method=dataclasses.replace(cfg.method, anneal_steps=horizon))

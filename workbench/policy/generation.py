@@ -9,6 +9,9 @@ unmodified logits; temperature and top-p shape only the sampling). Temperature 0
   ``StoppingCriteria`` decodes each row's newest tokens and stops the row once a stop string
   appears in its *generated* text (the prompt may contain the same tags). Sampling is made
   deterministic by seeding torch's RNG inside ``fork_rng`` (callers' RNG state is untouched).
+  ``choices`` (:class:`Choices`) constrains what may follow a marker, per row: once a row has
+  generated the marker, only tokens that continue one of its strings are sampled (the log-probs
+  stay the raw policy's).
 - ``VLLMBackend`` (``gpu`` extra, CUDA only): the same interface over ``vllm.LLM`` loaded from a
   saved model directory, with ``logprobs_mode="raw_logprobs"`` so log-probs mean the same thing.
   It serves the weights it loaded: after a policy update, save and rebuild it (it is meant for
@@ -86,6 +89,58 @@ class _StopOnStrings:
         return done
 
 
+@dataclass(frozen=True)
+class Choices:
+    """After ``marker`` (a string the tokenizer keeps as whole tokens, e.g. ``<answer>``), row i
+    may only continue with one of ``per_row[i]`` (strings that end where generation should stop).
+
+    Example:
+        >>> Choices("<answer>", [["Rome</answer>", "Ann</answer>"]]).per_row[0][1]
+        'Ann</answer>'
+    """
+
+    marker: str
+    per_row: Sequence[Sequence[str]]
+
+
+class _ChoiceProcessor:
+    """A logits processor for :class:`Choices`: masks every token that would leave the row's
+    allowed continuations, once the row's generated tokens contain the marker."""
+
+    def __init__(self, tokenizer, choices: Choices, prompt_len: int):
+        marker = tokenizer(choices.marker, add_special_tokens=False)["input_ids"]
+        self.prompt_len, self.marker = prompt_len, marker
+        self.sequences = []
+        for row in choices.per_row:
+            seqs = []
+            for text in row:
+                ids = tokenizer(choices.marker + text, add_special_tokens=False)["input_ids"]
+                if ids[:len(marker)] != marker:
+                    raise ValueError(f"choices: the tokenizer does not keep {choices.marker!r} whole before "
+                                     f"{text!r}; constrained answers need a tokenizer that does (the tiny tier's)")
+                seqs.append(ids[len(marker):])
+            self.sequences.append(seqs)
+
+    def _after_marker(self, ids: list[int]) -> list[int] | None:
+        m = len(self.marker)
+        for k in range(len(ids) - m, -1, -1):
+            if ids[k:k + m] == self.marker:
+                return ids[k + m:]
+        return None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        for row, seqs in enumerate(self.sequences):
+            after = self._after_marker(input_ids[row, self.prompt_len:].tolist()) if seqs else None
+            if after is None:
+                continue
+            allowed = {s[len(after)] for s in seqs if len(s) > len(after) and s[:len(after)] == after}
+            if allowed:
+                keep = torch.full_like(scores[row], float("-inf"))
+                keep[list(allowed)] = 0.0
+                scores[row] = scores[row] + keep
+        return scores
+
+
 class HFBackend:
     """Batched ``transformers`` generation with left padding, the KV cache and stop strings.
 
@@ -117,8 +172,9 @@ class HFBackend:
 
     @torch.no_grad()
     def generate(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
-                 top_p: float, stop: Sequence[str] = (), seed: int | None = None) -> list[Generation]:
-        from transformers import GenerationConfig, StoppingCriteriaList
+                 top_p: float, stop: Sequence[str] = (), seed: int | None = None,
+                 choices: Choices | None = None) -> list[Generation]:
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
         if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
             raise ValueError("generate: every prompt needs at least one token")
@@ -140,13 +196,17 @@ class HFBackend:
         stop = tuple(stop)
         criteria = StoppingCriteriaList([_StopOnStrings(self.tokenizer, stop, width, self._stop_enders(stop))]
                                         if stop else [])
+        if choices is not None and len(choices.per_row) != len(prompt_ids):
+            raise ValueError(f"choices: {len(choices.per_row)} rows for {len(prompt_ids)} prompts")
+        processors = LogitsProcessorList([_ChoiceProcessor(self.tokenizer, choices, width)] if choices else [])
         devices = [device.index or 0] if device.type == "cuda" else []
         self.model.eval()
         with torch.random.fork_rng(devices=devices):
             if seed is not None:
                 torch.manual_seed(seed)
             out = self.model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                                      generation_config=config, stopping_criteria=criteria)
+                                      generation_config=config, stopping_criteria=criteria,
+                                      logits_processor=processors)
         new = out.sequences[:, width:]
         logprobs = torch.stack([torch.log_softmax(step.float(), dim=-1).gather(-1, new[:, t, None]).squeeze(-1)
                                 for t, step in enumerate(out.logits)], dim=1)
@@ -187,10 +247,13 @@ class VLLMBackend:
         self.llm = LLM(model=str(model_path), logprobs_mode="raw_logprobs", **llm_kwargs)
 
     def generate(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
-                 top_p: float, stop: Sequence[str] = (), seed: int | None = None) -> list[Generation]:
+                 top_p: float, stop: Sequence[str] = (), seed: int | None = None,
+                 choices: Choices | None = None) -> list[Generation]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        if choices is not None:
+            raise ValueError("choices (constrained answers) run on the hf backend only")
         params = SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
                                 top_k=-1, max_tokens=max_new_tokens, stop=list(stop),
                                 include_stop_str_in_output=True, logprobs=0, seed=seed)

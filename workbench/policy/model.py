@@ -168,26 +168,29 @@ class Policy:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float, top_p: float,
-                 stop: Sequence[str] = (), seed: int | None = None) -> list[Generation]:
+                 stop: Sequence[str] = (), seed: int | None = None, choices=None) -> list[Generation]:
         """Continue each prompt; temperature 0 is greedy. See ``generate_ids``.
 
         Example: see the module docstring.
         """
         return self.generate_ids([self.encode(p) for p in prompts], max_new_tokens=max_new_tokens,
-                                 temperature=temperature, top_p=top_p, stop=stop, seed=seed)
+                                 temperature=temperature, top_p=top_p, stop=stop, seed=seed, choices=choices)
 
     def generate_ids(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
-                     top_p: float, stop: Sequence[str] = (), seed: int | None = None) -> list[Generation]:
+                     top_p: float, stop: Sequence[str] = (), seed: int | None = None,
+                     choices=None) -> list[Generation]:
         """Continue token-id prompts (multi-turn rollouts keep ids, never re-tokenise text).
 
         Each ``Generation`` holds only new tokens, up to and including the first stop string or
-        the eos, with the raw-policy log-prob of each (module docstring).
+        the eos, with the raw-policy log-prob of each (module docstring). ``choices``
+        (``generation.Choices``) constrains what follows a marker, per prompt.
         """
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ValueError(f"generate: need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1; "
                              f"got {temperature}, {top_p}, {max_new_tokens}")
+        extra = {"choices": choices} if choices is not None else {}
         return self.backend.generate(prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                                     top_p=top_p, stop=tuple(stop), seed=seed)
+                                     top_p=top_p, stop=tuple(stop), seed=seed, **extra)
 
     def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        entropy_mask: torch.Tensor | None = None):
