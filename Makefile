@@ -9,7 +9,7 @@ PRESET ?= tiny
 # What test-pythons runs in each interpreter's venv (test-unit: no notebooks; `test`: all of it).
 PYTHONS_GOAL ?= test-unit
 
-.PHONY: setup quickstart test test-unit test-slow test-pythons figures bench clean-venv FORCE
+.PHONY: setup quickstart lab test test-unit test-slow test-pythons figures bench clean-venv FORCE
 
 # Every goal but these needs the interpreter; none is looked for when only these are asked for.
 ifneq ($(filter-out clean-venv test-pythons,$(or $(MAKECMDGOALS),setup)),)
@@ -42,6 +42,11 @@ endif
 
 quickstart: $(STAMP)
 	$(BIN)/workbench quickstart --preset $(PRESET)
+
+# JupyterLab from the project's venv (its python3 kernel is the venv's Python), on loopback only,
+# opened on notebooks/; the URL it prints carries the login token.
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
 
 # Unit, CLI and doctests in parallel; then every notebook at smoke size under nbval (serially:
 # the notebooks share one smoke store).

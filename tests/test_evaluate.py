@@ -11,8 +11,8 @@ import pytest
 
 from workbench import store
 from workbench.cli import main
-from workbench.evaluate import (across_seeds, compare, evaluate, make_eval_id, outcomes, parse_eval_id, sign_test,
-                                table1)
+from workbench.evaluate import (across_seeds, compare, eval_preset, evaluate, make_eval_id, model_preset, outcomes,
+                                parse_eval_id, sign_test, table1)
 from workbench.policy.rollout import load_questions
 from workbench.scoring import bootstrap_ci, macro_bootstrap_ci, summarize
 
@@ -166,3 +166,77 @@ def test_across_seeds_by_hand():
     assert np.isnan(t.loc["a", "p"]) and np.isnan(t.loc["c", "p"]) and np.isnan(t.loc["c", "sd"])
     with pytest.raises(ValueError, match="reference 'z'"):
         across_seeds({"a": [1.0]}, reference="z")
+
+
+# ---------------------------------------------------------------- the preset an evaluation uses (issue 13)
+
+def _relabelled(src, dst, **info):
+    """A copy of the model directory ``src`` whose workbench.json holds ``info``."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    (dst / "workbench.json").write_text(json.dumps(info))
+    return dst
+
+
+def test_evaluate_takes_the_models_preset_and_refuses_another(tmp_path, tiny_model_dir):
+    db = str(tmp_path / "s.duckdb")
+    _store_with_questions(db).close()
+    smoke = _relabelled(tiny_model_dir, tmp_path / "smoke-base", backbone="tiny-smoke", method="base",
+                        params={"preset": "smoke"})
+    with pytest.raises(ValueError, match="made at preset 'smoke'"):
+        evaluate(db, smoke, "tinyworld", "test", limit=1, preset="tiny", log=None)
+    con = store.connect(db)
+    assert con.execute("SELECT count(*) FROM eval_outcomes").fetchone()[0] == 0  # refused before anything ran
+    eid = evaluate(con, smoke, "tinyworld", "test", limit=1, log=None)  # no preset: the model's
+    assert eval_preset(eid) == "smoke" and outcomes(con, eid).turns.max() <= 4  # smoke's 4 turns, not tiny's
+
+
+def test_a_trained_models_preset_comes_from_its_run(tmp_path, tiny_model_dir):
+    con = store.connect(tmp_path / "s.duckdb")
+    con.execute("INSERT INTO runs (run, method, preset) VALUES ('r1', 'coevokg', 'smoke')")
+    best = _relabelled(tiny_model_dir, tmp_path / "best", backbone="tiny-smoke", method="coevokg", run="r1",
+                       base="/gone")
+    assert model_preset(best, con) == "smoke" and model_preset(best) is None
+    base = _relabelled(tiny_model_dir, tmp_path / "base", backbone="tiny-tiny", params={"preset": "tiny"})
+    best2 = _relabelled(tiny_model_dir, tmp_path / "best2", backbone="tiny-tiny", run="elsewhere", base=str(base))
+    assert model_preset(best2, con) == "tiny"  # through its base
+
+
+def test_the_eval_label_says_its_preset(tmp_path, tiny_model_dir):
+    db = str(tmp_path / "s.duckdb")
+    _store_with_questions(db).close()
+    plain = _relabelled(tiny_model_dir, tmp_path / "plain", backbone="mymodel", method="base")
+    assert evaluate(db, plain, "tinyworld", "test", limit=1, preset="smoke", log=None) == \
+        "mymodel-smoke/base/tinyworld/test#0"
+    assert evaluate(db, plain, "tinyworld", "test", limit=1, preset="smoke", backbone="tiny", log=None) == \
+        "tiny-smoke/base/tinyworld/test#0"  # the notebooks' label and the CLI's agree
+
+
+def test_compare_refuses_evaluations_of_two_presets(tmp_path, capsys):
+    con = _store_with_questions(str(tmp_path / "p.duckdb"))
+    for eid in ("tiny-smoke/base/tinyworld/test#0", "tiny-tiny/base/tinyworld/test#0", "x/base/tinyworld/test#0"):
+        con.executemany("INSERT INTO eval_outcomes (eval_id, dataset, question_id, em) VALUES (?, 'tinyworld', ?, 1)",
+                        [(eid, q) for q in (1, 2, 3)])
+    with pytest.raises(ValueError, match="preset 'smoke'.*'tiny'"):
+        compare(con, "tiny-smoke/base/tinyworld/test#0", "tiny-tiny/base/tinyworld/test#0")
+    assert compare(con, "x/base/tinyworld/test#0", "tiny-tiny/base/tinyworld/test#0").shared == 3  # unknown: allowed
+    con.close()
+    assert main(["compare", "--db", str(tmp_path / "p.duckdb"), "tiny-smoke/base/tinyworld/test#0",
+                 "tiny-tiny/base/tinyworld/test#0"]) == 2
+    assert "compare evaluations of one preset" in capsys.readouterr().err
+
+
+def test_compare_says_when_it_pairs_only_part_of_the_questions(tmp_path, capsys):
+    con = _store_with_questions(str(tmp_path / "q.duckdb"))
+    con.executemany("INSERT INTO eval_outcomes (eval_id, dataset, question_id, em) VALUES (?, 'tinyworld', ?, 1)",
+                    [("a", 1), ("a", 2), ("a", 3), ("b", 1)])
+    con.close()
+    assert main(["compare", "--db", str(tmp_path / "q.duckdb"), "a", "b"]) == 0
+    assert "paired on the 1 questions both answered (A answered 3, B 1)" in capsys.readouterr().out
+
+
+def test_eval_help_shows_the_preset_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    assert "default: the model's own preset" in " ".join(capsys.readouterr().out.split())

@@ -291,6 +291,32 @@ def test_smoke_pool_is_pinned():
     assert {t: sha256(t) for t in SMOKE_POOL_COLUMNS} == SMOKE_POOL_SHA256
 
 
+def test_export_writes_each_chains_passages_as_load_pool_has_them(con, tmp_path):
+    build_pool(con, walks=1000, seed=0)
+    export_pool(con, tmp_path / "pool.jsonl")
+    lines = {r["chain_id"]: r for r in map(json.loads, open(tmp_path / "pool.jsonl"))}
+    for chain in load_pool(con):
+        passages = lines[chain.chain_id]["passages"]
+        assert len(passages) == lines[chain.chain_id]["evidence"] == len(chain.evidence)
+        assert [(p["position"], p["target"], p["text"]) for p in passages] == \
+            [(e.position, e.target, e.text) for e in chain.evidence]
+    export_pool(con, tmp_path / "counts.jsonl", passages=False)
+    assert "passages" not in json.loads(open(tmp_path / "counts.jsonl").readline())
+
+
+def test_cli_export_reads_the_store_read_only_while_another_reader_has_it(con, tmp_path, capsys):
+    build_pool(con, walks=500, seed=0)
+    db = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+    con.close()
+    reader = store.connect(db, read_only=True)  # a notebook reading the store: a writer could not open it
+    try:
+        assert main(["pool", "export", "--db", db, str(tmp_path / "g0.jsonl")]) == 0
+    finally:
+        reader.close()
+    assert "with their evidence passages" in capsys.readouterr().out
+    assert "passages" in json.loads((tmp_path / "g0.jsonl").open().readline())
+
+
 def test_the_same_build_on_the_same_world_is_a_no_op_even_when_runs_use_it(tmp_path):
     """A notebook that rebuilds G_0 with the settings it already has (while a run uses it) changes
     nothing; other settings are still refused without force."""

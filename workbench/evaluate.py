@@ -118,32 +118,114 @@ def parse_eval_id(eval_id: str) -> dict:
     return parts
 
 
+# ---------------------------------------------------------------- presets
+
+DEFAULT_PRESET = "tiny"  # for a model that does not say its preset (one the workbench did not make)
+
+
+def model_preset(model_path: str | Path, con=None) -> str | None:
+    """The preset a model directory was made at, or None when it does not say.
+
+    A warm start's ``workbench.json`` names it (``params.preset``); a trained run's best names its
+    run (looked up in ``con``'s ``runs``) and its base (whose ``workbench.json`` is read in turn).
+
+    Example:
+        >>> model_preset("/nonexistent") is None
+        True
+    """
+    path, seen = Path(model_path), set()
+    while path not in seen and (path / "workbench.json").exists():
+        seen.add(path)
+        info = json.loads((path / "workbench.json").read_text())
+        found = info.get("preset") or (info.get("params") or {}).get("preset")
+        if not found and info.get("run") and con is not None:
+            row = con.execute("SELECT preset FROM runs WHERE run = ?", [info["run"]]).fetchall()
+            found = row[0][0] if row else None
+        if found:
+            return str(found)
+        if not info.get("base"):
+            return None
+        path = Path(info["base"])
+    return None
+
+
+def resolve_preset(model_path: str | Path, preset: str | None, con=None) -> str:
+    """The preset to evaluate ``model_path`` with: the model's own (``model_preset``), else
+    ``preset``, else ``DEFAULT_PRESET``; a ``preset`` that contradicts the model's is refused, since
+    the preset sets the evaluation's budgets (turns, tokens per turn, passages per search).
+
+    Example:
+        >>> resolve_preset("/nonexistent", None), resolve_preset("/nonexistent", "smoke")
+        ('tiny', 'smoke')
+    """
+    known = model_preset(model_path, con)
+    if preset is not None and known is not None and preset != known:
+        raise ValueError(f"--preset {preset}: {model_path} was made at preset {known!r}, whose budgets (turns, "
+                         f"tokens, top-k) its evaluation uses; leave --preset out or pass --preset {known}")
+    return preset or known or DEFAULT_PRESET
+
+
+def eval_backbone(backbone: str, preset: str) -> str:
+    """The backbone part of an eval id: the backbone label ending in ``-<preset>``, so every label
+    says which preset's budgets produced it (the warm starts' own labels, ``tiny-smoke`` and
+    ``tiny-tiny``, already do).
+
+    Example:
+        >>> eval_backbone("tiny-smoke", "smoke"), eval_backbone("tiny", "smoke"), eval_backbone("Qwen2.5-3B", "tiny")
+        ('tiny-smoke', 'tiny-smoke', 'Qwen2.5-3B-tiny')
+    """
+    return backbone if backbone.endswith(f"-{preset}") else f"{backbone}-{preset}"
+
+
+def eval_preset(eval_id: str) -> str | None:
+    """The preset an eval id records (its backbone's ``-<preset>`` ending), or None for ids that
+    record none (written before 2026-12, or by other tools).
+
+    Example:
+        >>> eval_preset("tiny-smoke/base/tinyworld/test#0"), eval_preset("tiny/base/tinyworld/test#0")
+        ('smoke', None)
+    """
+    from workbench.config import PRESETS
+
+    try:
+        backbone = parse_eval_id(eval_id)["backbone"]
+    except ValueError:
+        return None
+    ending = backbone.rpartition("-")[2]
+    return ending if "-" in backbone and ending in PRESETS else None
+
+
 # ---------------------------------------------------------------- greedy runs
 
 def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limit: int | None = None,
-             index: str | None = None, preset: str = "tiny", backbone: str | None = None,
+             index: str | None = None, preset: str | None = None, backbone: str | None = None,
              method: str | None = None, batch_size: int = 64, log=print) -> str:
     """Evaluate a model greedily on a dataset split, store per-question outcomes, return the eval id.
 
     Prints EM per family (per dataset for imported QA) and the macro average with bootstrap 95%
-    intervals. ``backbone``/``method`` label the Table 1 row (default: the model directory's
-    ``workbench.json``, see ``model_labels``). The store is unchanged on any error.
+    intervals. ``preset`` (its turns, token and top-k budgets) defaults to the model's own
+    (``resolve_preset``; a contradicting one is refused) and ends the id's backbone label
+    (``eval_backbone``). ``backbone``/``method`` label the Table 1 row (default: the model
+    directory's ``workbench.json``, see ``model_labels``). The store is unchanged on any error.
 
     Example:
         >>> # eval_id = evaluate("data/tiny.duckdb", "data/models/base", "tinyworld", split="test", limit=50)
     """
     from workbench.config import preset as get_preset
+    from workbench.method.progress import quiet_weight_bars
     from workbench.policy.model import Policy, model_labels
     from workbench.policy.rollout import load_questions, score_questions
     from workbench.search.tool import SearchTool
 
-    cfg = get_preset(preset)
+    quiet_weight_bars()
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
     try:
+        preset = resolve_preset(model_path, preset, con)
+        cfg = get_preset(preset)
         questions = load_questions(con, dataset, split, limit)
         labels = model_labels(model_path)
-        backbone, method = backbone or labels["backbone"], method or labels["method"]
+        backbone, method = eval_backbone(backbone or labels["backbone"], preset), method or labels["method"]
         make_eval_id(con, backbone, method, dataset, split)  # validates the labels before the slow part
         policy = Policy.load(model_path)
         search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
@@ -195,6 +277,32 @@ class Comparison:
     gain: float
     low: float
     high: float
+    n_a: int | None = None  # questions each evaluation answered; the test pairs the shared ones
+    n_b: int | None = None
+
+    def table(self, a: str = "A", b: str = "B"):
+        """The comparison as a two-column table a reader scans, narrow enough for a notebook: the two
+        evaluations, the questions paired, B - A in EM points with its paired 95% interval, the
+        discordant pairs and the sign test's p.
+
+        Example:
+            >>> c = Comparison(SignTest(1, 3, 10, 6, 0.625), 0.1, -0.05, 0.25)
+            >>> c.table("base", "trained").loc["B - A (EM points)", "value"]
+            '+10.0 [-5.0, +25.0]'
+        """
+        import pandas as pd
+
+        t = self.test
+        rows = {"A": a, "B": b, "questions paired": self.shared,
+                "B - A (EM points)": f"{100 * self.gain:+.1f} [{100 * self.low:+.1f}, {100 * self.high:+.1f}]",
+                "A right, B wrong": t.a_only, "B right, A wrong": t.b_only, "sign test p": f"{t.p:.4g}"}
+        return pd.DataFrame({"value": list(rows.values())}, index=list(rows), dtype=object)
+
+    @property
+    def shared(self) -> int:
+        """Questions both evaluations answered: the pairs behind the test and the interval."""
+        t = self.test
+        return t.a_only + t.b_only + t.both + t.neither
 
     def __str__(self) -> str:
         t = self.test
@@ -209,6 +317,10 @@ def compare(con, eval_a: str, eval_b: str, n_boot: int = N_BOOT, seed: int = 0) 
         >>> # print(compare(con, "tiny-tiny/base/tinyworld/test#0", "tiny-tiny/coevokg/tinyworld/test#0"))
         >>> # B - A macro EM +3.0 points [+1.2, +5.0]; sign test: A only 4, B only 19, p = 0.0026
     """
+    presets = {eval_id: eval_preset(eval_id) for eval_id in (eval_a, eval_b)}
+    if None not in presets.values() and len(set(presets.values())) == 2:
+        raise ValueError(f"compare: {eval_a} ran at preset {presets[eval_a]!r} and {eval_b} at "
+                         f"{presets[eval_b]!r} (other turn, token and top-k budgets); compare evaluations of one preset")
     return compare_outcomes(outcomes(con, eval_a), outcomes(con, eval_b), n_boot=n_boot, seed=seed)
 
 
@@ -222,7 +334,7 @@ def compare_outcomes(a, b, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
         B - A macro EM +50.0 points [+50.0, +50.0]; sign test: A only 0, B only 1, p = 1
     """
     test = sign_test(dict(zip(a.question_id, a.em)), dict(zip(b.question_id, b.em)))
-    return Comparison(test, *gain_ci(a, b, n_boot=n_boot, seed=seed))
+    return Comparison(test, *gain_ci(a, b, n_boot=n_boot, seed=seed), n_a=len(a), n_b=len(b))
 
 
 def gain_ci(a, b, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:

@@ -23,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import os
 import textwrap
@@ -30,6 +32,7 @@ import warnings
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -46,6 +49,8 @@ BUILDUP: dict[str, str] = {
 }
 PNG_HELP = ("PNG export off: kaleido needs a Chrome/Chromium (`apt-get install chromium` on Debian, "
             "or `plotly_get_chrome`); wrote HTML only")
+PNG_WIDTH = 900  # CSS pixels of a saved PNG (a notebook's output width); its file has twice as many
+PAPER_COLOUR = "#636efa"  # the paper's bars (plotly's first qualitative colour); runs take the others
 _png_works: bool | None = None  # learnt on the first PNG; a missing browser is not looked for again
 
 
@@ -71,13 +76,70 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
         try:
             with warnings.catch_warnings():  # plotly passes kopts a running server does not need
                 warnings.filterwarnings("ignore", message="The kopts argument is ignored")
-                fig.write_image(png, width=1200, height=max(500, fig.layout.height or 500))
+                # a notebook's width, drawn at twice the pixels: readable where a notebook or a page shows it
+                fig.write_image(png, width=PNG_WIDTH, height=max(500, fig.layout.height or 500), scale=2)
             written.append(png)
         except Exception as err:  # a browser that crashes must not cost the HTML
             print(f"PNG export failed for {name} ({type(err).__name__}: {err}); wrote HTML only")
     for path in written:
         print(path)
     return written
+
+
+class SavedFigure:
+    """A saved figure as a notebook displays it: plotly's own JSON, which JupyterLab and VS Code draw
+    interactively, and a static copy as HTML for every reader that does not run plotly's JavaScript
+    (``jupyter nbconvert``, nbviewer, a saved notebook opened elsewhere): the PNG that ``save_fig``
+    wrote, as an image that fits the page's width, or, without a Chromium to write one, the figure
+    with plotly.js inline (the first figure of a process carries plotly.js, ~4.8 MB; later ones use
+    it) and a line naming the saved file.
+
+    The PNG goes in as HTML, not as ``image/png``: JupyterLab's plotly renderer shows a bundle's
+    ``image/png`` instead of the interactive figure, at the file's pixel size.
+
+    Example:
+        >>> shown = SavedFigure(go.Figure(), "demo", [Path("demo.html")])
+        >>> sorted(shown._repr_mimebundle_())
+        ['application/vnd.plotly.v1+json', 'text/html', 'text/plain']
+    """
+
+    _plotlyjs_sent = False  # whether this process has put plotly.js into a notebook output yet
+
+    def __init__(self, fig: go.Figure, name: str, written: list[Path]):
+        self.fig, self.name, self.written = fig, name, list(written)
+        self.png = next((p for p in self.written if p.suffix == ".png"), None)
+
+    def __repr__(self) -> str:
+        return f"figure {self.name}: " + ", ".join(str(p) for p in self.written)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"application/vnd.plotly.v1+json": json.loads(self.fig.to_json()), "text/plain": repr(self),
+                "text/html": self._png_html() if self.png is not None else self._plotly_html()}
+
+    def _png_html(self) -> str:
+        data = base64.b64encode(self.png.read_bytes()).decode("ascii")
+        title = html.escape((self.fig.layout.title.text or self.name), quote=True)
+        # the file has twice the pixels of PNG_WIDTH: sharp at that width, scaled down on a narrower page
+        return (f'<img src="data:image/png;base64,{data}" alt="{title}" width="{PNG_WIDTH}" '
+                'style="max-width: 100%; height: auto">')
+
+    def _plotly_html(self) -> str:
+        first = not SavedFigure._plotlyjs_sent
+        SavedFigure._plotlyjs_sent = True
+        note = (f"<p>Figure {self.name}: saved as {self.written[0]}; it draws here where JavaScript runs "
+                "(a PNG copy needs a Chromium: `apt-get install chromium`).</p>")
+        return note + self.fig.to_html(full_html=False, include_plotlyjs=first, default_width="100%")
+
+
+def show(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> SavedFigure:
+    """``save_fig`` and return the figure for a notebook cell to display, with its static copy
+    (``SavedFigure``), so ``nbconvert --to html`` and viewers without JavaScript show it too.
+
+    Example:
+        >>> show(go.Figure(go.Bar(x=[1], y=[2])), "demo", out_dir=tmp)  # doctest: +SKIP
+        figure demo: .../demo.html, .../demo.png
+    """
+    return SavedFigure(fig, name, save_fig(fig, name, out_dir))
 
 
 def _markdown(df: pd.DataFrame) -> str:
@@ -212,17 +274,49 @@ def _paired(con, model_a: str, model_b: str) -> tuple[int, int]:
 
 # ------------------------------------------------------------------------------------ the builders
 
-def _layout(fig: go.Figure, title: str, runs: pd.DataFrame, height: int) -> go.Figure:
-    lines = describe_runs(runs).count("<br>") + 1
-    fig.update_layout(title=dict(text=title, subtitle=dict(text=describe_runs(runs))),
-                      height=height, margin=dict(t=90 + 16 * lines), template="plotly_white")
+def _layout(fig: go.Figure, title: str, runs: pd.DataFrame, height: int, note: str = "") -> go.Figure:
+    subtitle = describe_runs(runs) + (f"<br>{note}" if note else "")
+    # The title block is pinned to the top and the panels start below its last line (plus a subplot
+    # title's height): plotly would centre it in the margin, over the first panel titles.
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle), yref="container", y=1, yanchor="top",
+                                 pad=dict(t=14)),
+                      height=height, margin=dict(t=_top_margin(subtitle)), template="plotly_white")
+    fig.update_annotations(font_size=13)  # subplot titles: one line each at a notebook's width
     return fig
 
 
+def _top_margin(subtitle: str) -> int:
+    """Pixels above the panels: the title, each subtitle line (16 px) and a subplot title."""
+    return 70 + 16 * (subtitle.count("<br>") + 1)
+
+
+def _cell(column: str, v) -> str:
+    """A table cell as text: p-values to 4 significant digits (the paper's 0.0011 is not 0.0),
+    counts as integers, other numbers to one decimal, booleans as a tick or a dash.
+
+    Example:
+        >>> [_cell("p", 0.0011), _cell("wins", 5.0), _cell("avg", 52.44), _cell("delta", 1.5), _cell("c1", True)]
+        ['0.0011', '5', '52.4', '+1.5', '✓']
+    """
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return "✓" if v else "–"
+    if column == "p":
+        return f"{v:.4g}"
+    if column in ("delta", "gain (Avg.)"):
+        return f"{v:+.1f}"
+    if column in ("wins", "losses", "n"):
+        return f"{int(v)}"
+    return f"{v:.1f}" if isinstance(v, (float, np.floating)) else str(v)
+
+
 def _table_trace(df: pd.DataFrame) -> go.Table:
-    fmt = lambda v: "" if pd.isna(v) else (f"{v:.1f}" if isinstance(v, float) else str(v))  # noqa: E731
-    return go.Table(header=dict(values=list(df.columns)),
-                    cells=dict(values=[[fmt(v) for v in df[c]] for c in df.columns]))
+    """A ``go.Table`` whose column widths follow their longest text, so no name is clipped."""
+    cells = {c: [_cell(str(c), v) for v in df[c]] for c in df.columns}
+    widths = [max([1.15 * len(str(c)), *map(len, cells[c])]) + 2 for c in df.columns]  # headers are bold
+    return go.Table(columnwidth=widths, header=dict(values=[f"<b>{c}</b>" for c in df.columns], height=28),
+                    cells=dict(values=list(cells.values()), height=24))
 
 
 def table1_paper() -> pd.DataFrame:
@@ -234,19 +328,28 @@ def table1_paper() -> pd.DataFrame:
 
 
 def table1_run(con) -> pd.DataFrame:
-    """Table 1's layout from the store: a row per evaluated model, a column per benchmark, ``Avg.``."""
+    """Table 1's layout from the store: a row per evaluated backbone and method, a column per
+    benchmark (a question family when one dataset has them all), ``Avg.``, and ``gain (Avg.)`` over
+    the ``base`` row of the same backbone (as the paper's subscripts).
+
+    Example:
+        >>> table1_run(None).empty
+        True
+    """
     scores = eval_scores(con)
     if scores.empty:
         return pd.DataFrame()
+    prefixes = {b.partition(":")[0] + ":" for b in scores.benchmark}
+    if len(prefixes) == 1 and scores.benchmark.str.contains(":").all():  # tinyworld:bridge -> bridge
+        scores = scores.assign(benchmark=scores.benchmark.str.removeprefix(prefixes.pop()))
     wide = scores.pivot(index="model", columns="benchmark", values="accuracy")
     wide["Avg."] = wide.mean(axis=1)  # the macro average, as the paper's Avg.
-    method = [m.split("/", 1)[1] for m in wide.index]
-    bases = [m for m, meth in zip(wide.index, method) if meth == "base"]
-    if len(bases) == 1:
-        wide["gain (Avg.)"] = wide["Avg."] - wide.loc[bases[0], "Avg."]
-    wide = wide.reset_index()
-    wide.insert(1, "method", method)
-    return wide.round(1)
+    wide.index = pd.MultiIndex.from_tuples([tuple(m.split("/", 1)) for m in wide.index], names=["backbone", "method"])
+    base_avg = {b: avg for (b, meth), avg in wide["Avg."].items() if meth == "base"}
+    if base_avg:
+        wide["gain (Avg.)"] = [avg - base_avg[b] if b in base_avg else np.nan for (b, _), avg in wide["Avg."].items()]
+    wide.columns.name = None
+    return wide.reset_index().round(1)
 
 
 def table1(con=None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
@@ -292,24 +395,32 @@ def table2(con=None, buildup: dict[str, str] | None = None) -> tuple[dict[str, p
         >>> tables["paper"].delta.tolist()[1:]
         [1.5, 1.1, 0.6]
     """
+    buildup = buildup or BUILDUP
     tables = {"paper": paper.table2().drop(columns="provenance"), "this run": table2_run(con, buildup)}
+    runs = store_runs(con)
     return tables, _tables_figure(tables, "Table 2: build-up ablation (Δ and sign test vs previous row)",
-                                  store_runs(con))
+                                  runs[runs.method.isin(list(buildup))])  # the build-up runs, not every run
 
 
 def _tables_figure(tables: dict[str, pd.DataFrame], title: str, runs: pd.DataFrame) -> go.Figure:
+    """The tables stacked, each as tall as its rows (header 28 px, a row 24 px, its title 40 px)."""
     shown = {k: v for k, v in tables.items() if not v.empty}
+    px_of = [28 + 24 * len(df) + 40 for df in shown.values()]
     fig = make_subplots(rows=len(shown), cols=1, specs=[[{"type": "table"}]] * len(shown),
-                        subplot_titles=list(shown), vertical_spacing=0.06)
+                        subplot_titles=list(shown), row_heights=px_of, vertical_spacing=0.04)
     for i, df in enumerate(shown.values(), start=1):
         fig.add_trace(_table_trace(df), row=i, col=1)
-    return _layout(fig, title, runs, height=380 * len(shown))
+    top, bottom = _top_margin(describe_runs(runs)), 30
+    fig = _layout(fig, title, runs, height=int(sum(px_of) * (1 + 0.04 * (len(shown) - 1))) + top + bottom)
+    return fig.update_layout(margin=dict(b=bottom))
 
 
 def figure3(con=None) -> go.Figure:
-    """Figure 3 (training dynamics): left the paper's stated numbers, right this run's curves per round.
+    """Figure 3 (training dynamics): left what the paper's text states, right this store's runs per round.
 
     Rows: a validation accuracy; b verified chain pool size and seed fallback rate; c KL and entropy.
+    On the right each run has one colour; the second quantity of a panel is dashed, on the right axis.
+    The legend (the runs) sits under the panels, so it covers none of them.
 
     Example:
         >>> len(figure3().data) >= 1
@@ -320,14 +431,22 @@ def figure3(con=None) -> go.Figure:
     cols = 2 if not runs.empty else 1
     specs = [[{"secondary_y": True}] * cols for _ in range(3)]
     titles = []
-    for panel in ("a validation accuracy", "b chain pool and seed fallback", "c KL and entropy"):
-        titles += [f"{panel}: paper (what the text states)"] + ([f"{panel}: this run"] if cols == 2 else [])
+    for panel in ("a · validation accuracy", "b · chain pool, seed fallback", "c · KL and entropy"):
+        titles += [f"{panel} (paper)"] + ([f"{panel} (this run)"] if cols == 2 else [])
     fig = make_subplots(rows=3, cols=cols, specs=specs, subplot_titles=titles,
-                        horizontal_spacing=0.12, vertical_spacing=0.1)
+                        horizontal_spacing=0.16, vertical_spacing=0.12)
     _figure3_paper(fig)
     if cols == 2:
         _figure3_run(fig, runs, metrics)
-    return _layout(fig, "Figure 3: training dynamics (paper: Qwen2.5-7B-Instruct)", runs, height=1000)
+    fig = _layout(fig, "Figure 3: training dynamics", runs, height=1000,
+                  note="left: what the paper's text states (Qwen2.5-7B-Instruct; it publishes no curve data)")
+    return fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.06, yanchor="top"),
+                             margin=dict(b=90))
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters, joined by ``<br>`` (plotly's line break)."""
+    return "<br>".join(textwrap.wrap(text, width))
 
 
 def _figure3_paper(fig: go.Figure) -> None:
@@ -335,45 +454,79 @@ def _figure3_paper(fig: go.Figure) -> None:
     budget = float(f3.query("kind == 'budget'").step.iloc[0])
     for row in (1, 2, 3):
         fig.update_xaxes(range=[0, budget], title_text="optimization step", row=row, col=1)
-    # Panel a: only the step marks the text gives; no curve is invented.
-    marks = f3.query("panel == 'a'")
-    for step in marks.step.unique():
-        fig.add_vline(x=step, line_dash="dot", row=1, col=1)
-    fig.add_trace(go.Scatter(x=marks.step, y=[0.9 - 0.25 * i for i in range(len(marks))], mode="markers+text",
-                             text=[f"{r.method}: {r.kind.replace('_', ' ')} ~{r.step:g}" for r in marks.itertuples()],
-                             textposition="middle right", showlegend=False), row=1, col=1)
+    # Panel a: only the step marks the text gives, each labelled above its mark; no curve is invented.
+    marks = f3.query("panel == 'a'").reset_index(drop=True)
+    ys = [0.85 - 0.22 * i for i in range(len(marks))]
+    fig.add_trace(go.Scatter(x=marks.step, y=ys, mode="markers", showlegend=False,
+                             hovertext=marks.statement, hoverinfo="text"), row=1, col=1)
+    for r, y in zip(marks.itertuples(), ys):
+        fig.add_annotation(x=0, y=y + 0.05, xanchor="left", yanchor="bottom", showarrow=False, font_size=11,
+                           text=f"{r.method}: {r.kind.replace('_', ' ')} ~{r.step:g}", row=1, col=1)
     fig.update_yaxes(title_text="validation accuracy", showticklabels=False, range=[0, 1], row=1, col=1)
     # Panel b: the two stated seed fallback levels.
     fig.add_trace(go.Scatter(x=[0, budget], y=[None, None], showlegend=False), row=2, col=1)
     for r in f3.query("panel == 'b' and metric == 'seed_fallback_rate'").itertuples():
-        fig.add_hline(y=r.value, line_dash="dash", row=2, col=1,
+        fig.add_hline(y=r.value, line_dash="dash", row=2, col=1, annotation_position="top left",
                       annotation_text=f"seed fallback {r.kind.replace('_approx', '')} ≈{r.value:.2f}")
     fig.update_yaxes(title_text="seed fallback rate", range=[0, 0.5], row=2, col=1)
-    # Panels b (pool) and c: statements without numbers, shown as text.
+    # Panels b (pool) and c: statements without numbers, as text inside the panel.
     for row, query in ((2, "panel == 'b' and kind == 'qualitative'"), (3, "panel == 'c'")):
-        text = "<br>".join(textwrap.fill(f"{r.metric}: {r.statement}", 60).replace("\n", "<br>")
-                           for r in f3.query(query).itertuples())
-        fig.add_trace(go.Scatter(x=[budget / 2], y=[0.1 if row == 2 else 0.5], mode="text", text=[text],
-                                 showlegend=False, textfont=dict(size=10)), row=row, col=1)
+        text = "<br>".join(_wrap(f"{r.metric}: {r.statement}", 36) for r in f3.query(query).itertuples())
+        # panel b: under the 0.25 line; panel c: the middle of an empty panel
+        fig.add_annotation(x=budget / 2, y=0.01 if row == 2 else 0.5, yanchor="bottom" if row == 2 else "middle",
+                           text=text, showarrow=False, font_size=10, row=row, col=1)
     fig.update_yaxes(showticklabels=False, range=[0, 1], row=3, col=1)
 
 
+# Figure 3's right column: (row, key, on the secondary axis); the secondary quantity is dashed.
+_F3_PANELS = [(1, "val_em", False), (2, "pool_chains", False), (2, "seed_fallback_rate", True),
+              (3, "kl", False), (3, "entropy", True)]
+_F3_AXES = [("val EM", None), ("pool chains (solid)", "seed fallback (dashed)"), ("KL (solid)", "entropy (dashed)")]
+
+
 def _figure3_run(fig: go.Figure, runs: pd.DataFrame, metrics: pd.DataFrame) -> None:
-    panels = [(1, "val_em", False, "solid"), (2, "pool_chains", False, "solid"),
-              (2, "seed_fallback_rate", True, "dash"), (3, "kl", False, "solid"), (3, "entropy", True, "dash")]
-    for r in runs.itertuples():
-        m = metrics[metrics.run == r.run]
-        for row, key, secondary, dash in panels:
+    for r in runs.itertuples():  # r.Index: the run's place in the store, its colour everywhere
+        m, first = metrics[metrics.run == r.run], True
+        for row, key, secondary in _F3_PANELS:
             if key in m and m[key].notna().any():
-                fig.add_trace(go.Scatter(x=m["round"], y=m[key], mode="lines+markers", line_dash=dash,
-                                         name=f"{r.run} ({r.method}): {key}", legendgroup=r.run),
+                fig.add_trace(go.Scatter(x=m["round"], y=m[key], mode="lines+markers", name=f"{r.run} ({r.method})",
+                                         line=dict(color=run_colour(r.Index), dash="dash" if secondary else "solid"),
+                                         legendgroup=r.run, showlegend=first, hovertemplate=f"{key}: %{{y:.4g}}<br>round %{{x}}"),
                               row=row, col=2, secondary_y=secondary)
-    for row, (left, right) in enumerate([("val EM", None), ("pool chains", "seed fallback rate"),
-                                         ("KL", "entropy")], start=1):
-        fig.update_xaxes(title_text="round", row=row, col=2)
-        fig.update_yaxes(title_text=left, row=row, col=2, secondary_y=False)
+                first = False
+    last = int(metrics["round"].max()) if len(metrics) else 1
+    for row, (left, right) in enumerate(_F3_AXES, start=1):
+        whole_ticks(fig, last, title_text="round", row=row, col=2)
+        fig.update_yaxes(title_text=left, rangemode="tozero", row=row, col=2, secondary_y=False)
         if right:
-            fig.update_yaxes(title_text=right, row=row, col=2, secondary_y=True)
+            fig.update_yaxes(title_text=right, tickformat=".4~g", nticks=5, tickmode="auto", showgrid=False,
+                             row=row, col=2, secondary_y=True)
+    fig.update_yaxes(range=[0, 1.02], row=1, col=2, secondary_y=False)  # validation EM is a share
+    fig.update_yaxes(range=[0, 1.02], row=2, col=2, secondary_y=True)   # so is the seed fallback rate
+
+
+def whole_ticks(fig: go.Figure, last: int, **where) -> go.Figure:
+    """Whole-number ticks on the x axes ``where`` selects (rounds, hops): one per value up to 8, then
+    about eight; plotly would otherwise tick 0, 0.5, 1 on a run of two rounds.
+
+    Example:
+        >>> whole_ticks(go.Figure(go.Scatter(x=[0, 1], y=[1, 2])), 1).layout.xaxis.dtick
+        1
+    """
+    return fig.update_xaxes(tick0=0, dtick=max(1, -(-int(last) // 8)), **where)
+
+
+def run_colour(i: int) -> str:
+    """The colour of the ``i``-th run of a store in every figure (the paper's bars keep the first).
+
+    Example:
+        >>> run_colour(0) != PAPER_COLOUR
+        True
+    """
+    import plotly.express as px
+
+    colours = px.colors.qualitative.Plotly
+    return colours[1 + i % (len(colours) - 1)]
 
 
 def figure4(con=None) -> go.Figure:
@@ -393,21 +546,37 @@ def figure4(con=None) -> go.Figure:
         rows = f4[f4.metric == metric]
         text = [("≈" if a else "") + f"{v:g}" for v, a in zip(rows.value, rows.approx)]
         fig.add_trace(go.Bar(x=rows.group, y=rows.value, text=text, name="paper (Qwen2.5-7B-Instruct)",
-                             marker_color="#636efa", showlegend=col == 1), row=1, col=col)
-    shown = []
-    for r in runs.itertuples():
-        m = metrics[metrics.run == r.run] if not metrics.empty else metrics
-        keys = [f"{metric}_{group}" for metric in ("avg_hops", "p_s") for group in ("generated", "seed")]
-        if m.empty or not any(k in m for k in keys):
-            continue
-        shown.append(r.run)
+                             marker_color=PAPER_COLOUR, showlegend=col == 1), row=1, col=col)
+    keys = [f"{metric}_{group}" for metric in ("avg_hops", "p_s") for group in ("generated", "seed")]
+    shown = [r for r in runs.itertuples() if not metrics.empty and any(k in metrics for k in keys)
+             and (metrics.run == r.run).any()]
+    for r in shown:
+        m = metrics[metrics.run == r.run]
         for col, metric in enumerate(("avg_hops", "p_s"), start=1):
             y = [m[f"{metric}_{g}"].mean() if f"{metric}_{g}" in m else None for g in ("generated", "seed")]
-            fig.add_trace(go.Bar(x=["generated", "seed"], y=y, name=f"this run: {r.run} ({r.method})",
-                                 text=[None if v is None or pd.isna(v) else f"{v:.3g}" for v in y],
-                                 legendgroup=r.run, showlegend=col == 1), row=1, col=col)
-    fig.update_layout(barmode="group")
-    return _layout(fig, "Figure 4: generated vs seed questions", runs[runs.run.isin(shown)], height=500)
+            # values on the bars up to two runs; more side by side would print over each other (hover has them)
+            text = [None if v is None or pd.isna(v) or len(shown) > 2 else f"{v:.3g}" for v in y]
+            fig.add_trace(go.Bar(x=["generated", "seed"], y=y, name=f"this run: {r.run} ({r.method})", text=text,
+                                 marker_color=run_colour(r.Index), legendgroup=r.run, showlegend=col == 1), row=1, col=col)
+    # values above the bars, level; one too wide for a narrow (notebook-width) bar is left out, not turned
+    fig.update_traces(textposition="outside", textangle=0, cliponaxis=False)
+    fig.update_layout(barmode="group", legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top"),
+                      margin=dict(b=90), uniformtext=dict(minsize=9, mode="hide"))
+    return _layout(fig, "Figure 4: generated vs seed questions", runs[runs.run.isin([r.run for r in shown])],
+                   height=520)
+
+
+def table_caption(name: str, side: str, con=None) -> str:
+    """The first line of a saved table: the paper's numbers and where they are transcribed from, or
+    the store's runs (preset, seed, config of each).
+
+    Example:
+        >>> table_caption("table2_buildup", "paper")
+        "table2_buildup — the paper's numbers (seed 000, transcribed in data/paper/ with provenance)"
+    """
+    if side == "paper":
+        return f"{name} — the paper's numbers (seed 000, transcribed in data/paper/ with provenance)"
+    return f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
 
 
 def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None) -> list[Path]:
@@ -426,10 +595,10 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     try:
         for name, builder in (("table1_main_results", table1), ("table2_buildup", table2)):
             tables, fig = builder(con)
-            caption = f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
             for side, df in tables.items():
                 if not df.empty:
-                    written += save_table(df, f"{name}_{'paper' if side == 'paper' else 'run'}", caption, out_dir)
+                    suffix = "paper" if side == "paper" else "run"
+                    written += save_table(df, f"{name}_{suffix}", table_caption(name, side, con), out_dir)
             written += save_fig(fig, name, out_dir)
         written += save_fig(figure3(con), "figure3_training_dynamics", out_dir)
         written += save_fig(figure4(con), "figure4_generated_vs_seed", out_dir)

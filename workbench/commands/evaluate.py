@@ -15,12 +15,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=None, help="at most N questions per family")
     p.add_argument("--index", default=None, help="bm25 or dense (default: the preset's)")
-    p.add_argument("--preset", default="tiny")
+    p.add_argument("--preset", default=None,
+                   help="whose budgets (turns, tokens, top-k) to evaluate with: smoke | tiny (default: the model's "
+                        "own preset, from its workbench.json; tiny for a model that names none). A preset that "
+                        "contradicts the model's is refused. The eval id's backbone ends in -PRESET")
     p.add_argument("--backbone", default=None, help="Table 1 row label (default: from workbench.json)")
     p.add_argument("--method", default=None, help="Table 1 row label (default: from workbench.json)")
     p.set_defaults(func=run_eval)
 
-    p = sub.add_parser("compare", help="exact two-sided paired sign test between two evaluations")
+    p = sub.add_parser("compare", help="exact two-sided paired sign test between two evaluations",
+                       description="Pairs the two evaluations on the questions both answered (and says how many "
+                                   "those are); refuses evaluations made at different presets.")
     add_db(p)
     p.add_argument("eval_a")
     p.add_argument("eval_b")
@@ -35,9 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from workbench.evaluate import evaluate
+    from workbench.evaluate import evaluate, model_preset
 
-    eval_id = evaluate(existing_db(args), args.model, args.dataset, split=args.split, limit=args.limit,
+    # without --db, the store of the model's preset (data/smoke.duckdb for a smoke model)
+    db = existing_db(argparse.Namespace(db=args.db, preset=args.preset or model_preset(args.model)))
+    eval_id = evaluate(db, args.model, args.dataset, split=args.split, limit=args.limit,
                        index=args.index, preset=args.preset, backbone=args.backbone, method=args.method)
     print(eval_id)
     return 0
@@ -54,6 +61,8 @@ def run_compare(args: argparse.Namespace) -> int:
         con.close()
     t = c.test
     print(f"A = {args.eval_a}\nB = {args.eval_b}")
+    if c.n_a != c.n_b or c.shared != c.n_a:
+        print(f"paired on the {c.shared} questions both answered (A answered {c.n_a}, B {c.n_b})")
     print(f"A right, B wrong: {t.a_only}\nB right, A wrong: {t.b_only}\nboth right: {t.both}\n"
           f"both wrong: {t.neither}\nexact two-sided sign test p = {t.p:.4g}\n"
           f"B - A macro EM: {100 * c.gain:+.1f} points, 95% paired bootstrap [{100 * c.low:+.1f}, {100 * c.high:+.1f}]")

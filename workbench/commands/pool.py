@@ -25,11 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="rebuild even if runs have attached evidence/candidates to G_0 chains")
     build.set_defaults(func=_build)
 
-    export = actions.add_parser("export", help="write G_t as JSON lines, one chain per line")
+    export = actions.add_parser(
+        "export", help="write G_t as JSON lines, one chain per line, with its evidence passages",
+        description="One JSON object per chain: entities, relations, hash, hops, run, origin, the evidence count and "
+                    "(unless --no-passages) `passages`, each evidence row with its position, target (node or edge), "
+                    "entity and passage ids, text, source, run and round: the data load_pool gives. Opens the store "
+                    "read-only.")
     add_db(export)
     export.add_argument("--preset", default="tiny", help=argparse.SUPPRESS)
     export.add_argument("--run", default=None, help="include this run's write-back (default: G_0 only)")
     export.add_argument("--round", type=int, default=None, help="round t of G_t (default: every round)")
+    export.add_argument("--no-passages", dest="passages", action="store_false",
+                        help="write the evidence count only, not the passages (a smaller file)")
     export.add_argument("file", help="output .jsonl file")
     export.set_defaults(func=_export)
 
@@ -62,10 +69,10 @@ def _export(args: argparse.Namespace) -> int:
     from workbench import store
     from workbench.kg.pool import export_pool
 
-    con = store.connect(existing_db(args, "run `workbench pool build` first"))
+    con = store.connect(existing_db(args, "run `workbench pool build` first"), read_only=True)
     try:
-        n = export_pool(con, args.file, run=args.run, round=args.round)
+        n = export_pool(con, args.file, run=args.run, round=args.round, passages=args.passages)
     finally:
         con.close()
-    print(f"wrote {n} chains to {args.file}")
+    print(f"wrote {n} chains{' with their evidence passages' if args.passages else ''} to {args.file}")
     return 0

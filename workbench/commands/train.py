@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from workbench.commands import add_db, add_set, db_path, existing_db, overrides
 
@@ -53,13 +54,25 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    """Per-round metrics from the store, or from ``runs/NAME/progress.json`` while a training
+    process holds the store's write lock (DuckDB then refuses every other process)."""
+    import duckdb
+
     from workbench import store
     from workbench.method.run_store import METRIC_KEYS, run_metrics
 
-    con = store.connect(existing_db(args), read_only=True)
-    rows = run_metrics(con, args.name)
+    db = existing_db(args)
+    try:
+        con = store.connect(db, read_only=True)
+    except duckdb.IOException:
+        rows = _locked_rows(args.name, db)
+    else:
+        try:
+            rows = run_metrics(con, args.name)
+        finally:
+            con.close()
     if not rows:
-        raise ValueError(f"no metrics for run {args.name!r} in {db_path(args)}")
+        raise ValueError(f"no metrics for run {args.name!r} in {db}")
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -69,12 +82,60 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(name: str, db: str) -> dict | None:
+    """``runs/NAME/progress.json`` when that folder is this store's run (its ``run.json`` says so)."""
+    from pathlib import Path
+
+    from workbench import paths
+    from workbench.method.progress import read_progress
+
+    folder = paths.runs_dir() / Path(name).name  # a plain name: one folder below runs/
+    marker = folder / "run.json"
+    if not marker.exists() or json.loads(marker.read_text()).get("store") != str(Path(db).resolve()):
+        return None
+    return read_progress(folder)
+
+
+def _locked_rows(name: str, db: str) -> list[dict]:
+    """The rounds ``progress.json`` holds, after a line on stderr saying where they come from."""
+    progress = _progress(name, db)
+    if progress is None:
+        raise ValueError(f"{db} is locked by another process (a run training?) and runs/{name}/progress.json "
+                         "of this store is not there; try again when the writer has finished")
+    print(f"{db} is locked by a writing process; from runs/{name}/progress.json ({progress['status']}, "
+          f"{progress['completed']}/{progress['steps']} rounds, updated {progress['updated_at']})", file=sys.stderr)
+    if not progress["rounds"]:
+        raise ValueError(f"run {name!r} has no finished round yet ({progress['status']})")
+    return progress["rounds"]
+
+
 def _list(args: argparse.Namespace) -> int:
+    import duckdb
+
     from workbench import store
 
-    con = store.connect(existing_db(args), read_only=True)
-    for run, method, preset, seed, steps, status, h in con.execute(
-            "SELECT run, method, preset, seed, steps, status, config_hash FROM runs ORDER BY created_at").fetchall():
-        done = con.execute("SELECT count(*) FROM run_metrics WHERE run = ?", [run]).fetchone()[0]
-        print(f"{run:<24} {method:<10} {preset:<6} seed={seed} rounds={done}/{steps} {status} config={h}")
+    db = existing_db(args)
+    try:
+        con = store.connect(db, read_only=True)
+    except duckdb.IOException:
+        return _list_locked(db)
+    try:
+        for run, method, preset, seed, steps, status, h in con.execute(
+                "SELECT run, method, preset, seed, steps, status, config_hash FROM runs ORDER BY created_at").fetchall():
+            done = con.execute("SELECT count(*) FROM run_metrics WHERE run = ?", [run]).fetchone()[0]
+            print(f"{run:<24} {method:<10} {preset:<6} seed={seed} rounds={done}/{steps} {status} config={h}")
+    finally:
+        con.close()
+    return 0
+
+
+def _list_locked(db: str) -> int:
+    """``runs list`` while the store is locked: the runs whose progress file names this store."""
+    from workbench import paths
+
+    found = [p for p in (_progress(f.name, db) for f in sorted(paths.runs_dir().glob("*/"))) if p]
+    print(f"{db} is locked by a writing process; the runs of this store with a progress.json:", file=sys.stderr)
+    for p in found:
+        print(f"{p['run']:<24} {p['method']:<10} {p['preset']:<6} rounds={p['completed']}/{p['steps']} "
+              f"{p['status']} updated {p['updated_at']}")
     return 0

@@ -382,9 +382,12 @@ def sample_chains(con, k: int, seed: int = 0, run: str | None = None, round: int
     return load_pool(con, run, round, chain_ids=[int(i) for i in picked])
 
 
-def export_pool(con, path, run: str | None = None, round: int | None = None) -> int:
-    """Write G_t as JSON lines (``Chain.to_json``), sorted by hash then chain_id so two pools diff
-    line by line. Returns the number of chains written.
+def export_pool(con, path, run: str | None = None, round: int | None = None, passages: bool = True) -> int:
+    """Write G_t as JSON lines, one chain a line (``Chain.to_json``: entities, relations, hash, hops,
+    the evidence count), with, by default, its evidence as ``passages`` -- what ``load_pool`` gives:
+    each node passage and edge passage with its position, target ('node' or 'edge'), entity and
+    passage ids, text, source ('walk' or 'writeback'), run and round. Sorted by hash then chain_id,
+    so two pools diff line by line. Returns the number of chains written.
 
     Example:
         >>> import tempfile, os
@@ -392,11 +395,16 @@ def export_pool(con, path, run: str | None = None, round: int | None = None) -> 
         >>> export_pool(store.connect(":memory:"), os.path.join(tempfile.mkdtemp(), "pool.jsonl"))
         0
     """
-    chains = sorted(load_pool(con, run, round, evidence=False), key=lambda c: (c.hash, c.chain_id))
+    from dataclasses import asdict
+
+    chains = sorted(load_pool(con, run, round, evidence=passages), key=lambda c: (c.hash, c.chain_id))
     counts = dict(zip(*(a.tolist() for a in evidence_counts(con, run, round))))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for chain in chains:
-            f.write(json.dumps(chain.to_json(counts[chain.chain_id]), ensure_ascii=False, sort_keys=True) + "\n")
+            record = chain.to_json(counts[chain.chain_id])
+            if passages:
+                record["passages"] = [asdict(e) for e in chain.evidence]
+            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
     return len(chains)

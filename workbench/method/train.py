@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -38,7 +39,10 @@ from workbench import paths, store
 from workbench.config import Config, preset as get_preset
 from workbench.method.loop import Trainer
 from workbench.method.methods import method_spec
-from workbench.method.run_store import RunStore, run_metrics
+from workbench.method.progress import (WarmStartProgress, quiet_weight_bars, round_bar, round_postfix,
+                                       write_progress)
+from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
+
 RESERVED_RUN_NAMES = frozenset({"batch", "quickstart", "checkpoints"})  # folders under runs/ the workbench owns
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _CHECKPOINT = re.compile(r"round-(\d{6})")
@@ -126,13 +130,15 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         raise ValueError("--resume and --overwrite: choose one (continue the run, or replace it)")
     cfg = get_preset(preset, **overrides)
     log = log or (lambda *_: None)
+    quiet_weight_bars()
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
     try:
         runs = RunStore(con, run)
         _claim_folder(folder, store_path(con), runs, resume, overwrite)
         ensure_world(con, cfg)
-        base = model or warmstart(con, preset=cfg, seed=cfg.backbone.seed, log=log)
+        base = model or warmstart(con, preset=cfg, seed=cfg.backbone.seed,
+                                  log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress))
         found = latest_checkpoint(folder) if resume else None
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")
@@ -153,8 +159,11 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
             _rounds(trainer, runs, folder, base, state, progress, log)
         except BaseException:
             runs.finish("failed")
+            with contextlib.suppress(Exception):  # the run's own error is the one to report
+                _write_progress(trainer, folder, state, "failed")
             raise
         runs.finish("done")
+        _write_progress(trainer, folder, state, "done")
         return run_metrics(con, run)
     finally:
         if own:
@@ -162,9 +171,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
 
 
 def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, progress: bool, log) -> None:
-    """The rounds of a run: each round, its validation, its commit, best and checkpoint."""
-    from tqdm.auto import tqdm
-
+    """The rounds of a run: each round, its validation, its commit, best and checkpoint; after each,
+    the text bar moves and ``runs/<run>/progress.json`` is rewritten."""
     from workbench.kg.pool import evidence_counts
 
     def pool_size(con, run, round):
@@ -172,19 +180,28 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
         return int(len(ids)), int(counts.sum())
 
     cfg, steps = trainer.cfg, trainer.cfg.method.steps
-    bar = tqdm(range(state["completed"], steps), desc=f"{trainer.run} ({trainer.spec.name})", disable=not progress,
-               initial=state["completed"], total=steps)
-    for t in bar:
-        result = trainer.run_round(t)
-        val = validation_em(trainer, cfg.method.val_questions)
-        metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
-        if metrics["val_em"] > state["best_val"]:
-            state["best_val"] = metrics["val_em"]
-            _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"])
-        state["completed"] = t + 1
-        save_checkpoint(folder, trainer, state)
-        bar.set_postfix(round=t, reward=f"{metrics['solver_reward']:.2f}", val=f"{metrics['val_em']:.2f}",
-                        pool=metrics["pool_chains"])
+    _write_progress(trainer, folder, state, "running")
+    with round_bar(trainer.run, trainer.spec.name, state["completed"], steps, enabled=progress) as bar:
+        for t in range(state["completed"], steps):
+            result = trainer.run_round(t)
+            val = validation_em(trainer, cfg.method.val_questions)
+            metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
+            if metrics["val_em"] > state["best_val"]:
+                state["best_val"] = metrics["val_em"]
+                _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"])
+            state["completed"] = t + 1
+            save_checkpoint(folder, trainer, state)
+            _write_progress(trainer, folder, state, "running")
+            bar.set_postfix(round_postfix(metrics, state["best_val"]), refresh=False)
+            bar.update(1)  # one redraw a round: one line in papermill's log
+
+
+def _write_progress(trainer: Trainer, folder: Path, state: dict, status: str) -> None:
+    """``runs/<run>/progress.json``: what ``runs show`` prints while the training holds the store."""
+    rounds = [{k: m.get(k) for k in METRIC_KEYS} for m in run_metrics(trainer.con, trainer.run)]
+    write_progress(folder, {"run": trainer.run, "method": trainer.spec.name, "preset": trainer.cfg.name,
+                            "status": status, "completed": state["completed"], "steps": trainer.cfg.method.steps,
+                            "best_val_em": max(state["best_val"], 0.0) if rounds else None, "rounds": rounds})
 
 
 def _claim_folder(folder: Path, db: str, runs: RunStore, resume: bool, overwrite: bool) -> None:
