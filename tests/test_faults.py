@@ -221,3 +221,21 @@ def test_a_disk_that_fills_at_commit_is_one_line_and_changes_nothing(inputs, tmp
     assert snapshot(db) == before
     assert _workbench("none", *argv).returncode == 0
     assert snapshot(db) == whole["import"]
+
+
+@pytest.mark.parametrize("point", ["before_second", pytest.param("after_second", marks=pytest.mark.slow)])
+def test_kill_during_a_batch_then_rerun_finishes_every_point(tmp_path, point):
+    """kill -9 between the points of a batch or after a point ran but before its record: the rerun
+    skips what finished and completes the rest, one record row per point."""
+    script = SCRIPT.parent / "fault_batch.py"
+    out = tmp_path / "out"
+    killed = subprocess.run([sys.executable, str(script), str(out), point], capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -9, killed.stderr[-1500:]
+    rerun = subprocess.run([sys.executable, str(script), str(out), "none"], capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-1500:]
+    statuses = json.loads(rerun.stdout.splitlines()[-1])
+    assert [s for s, _ in statuses][0] == "skipped" and [q for _, q in statuses] == [4, 9]
+    con = store.connect(out / "batch.duckdb", read_only=True)
+    rows = con.execute("SELECT point, status FROM batch_results ORDER BY point").fetchall()
+    con.close()
+    assert len(rows) == 2 and {s for _, s in rows} == {"done"}

@@ -15,7 +15,7 @@ from workbench.cli import main
 from workbench.config import preset
 from workbench.method.progress import WarmStartProgress
 from workbench.method.run_store import METRIC_KEYS, run_metrics
-from workbench.method.train import ensure_world, train
+from workbench.method.train import ensure_world
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass

@@ -478,7 +478,8 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
         log(f"warm start {key}: {len(examples)} demonstrations from {worlds} throwaway worlds "
             f"({t_demos:.0f} s), {sum(p.numel() for p in policy.model.parameters()):,} parameters")
     t_sft = time.perf_counter()
-    losses = sft(policy.model, examples, b.sft_steps, b.sft_batch, b.sft_lr, seed, tok.pad_token_id, log=log)
+    losses = sft(policy.model, examples, b.sft_steps, b.sft_batch, b.sft_lr, seed, tok.pad_token_id, log=log,
+                 log_every=max(5, b.sft_steps // 50))  # about 50 progress lines, however long
     t_sft = time.perf_counter() - t_sft
     head = max(1, min(50, len(losses) // 10))
 
