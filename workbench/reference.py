@@ -1,0 +1,206 @@
+"""The workbench's own reference runs, shipped in ``data/reference/`` (issue 15): what a full run
+looks like, a third source beside the paper's numbers and a user's run.
+
+A reference file is one JSON object: ``provenance`` (what, command, commit, machine, date, the base's
+test macro EM), ``evaluations`` (one object per run: ``test_macro_em``, the paired ``gain`` over the
+base with its bootstrap interval, the sign test) and ``metrics`` (per run, every round's
+``run_metrics`` row, timings left out). Runs are named ``<method>_s<seed>``; the file name begins
+with the preset the runs used (``tiny_table2_20rounds.json``). Like ``data/paper/``, the folder is
+part of the checkout, not of ``WORKBENCH_DATA``.
+
+Example:
+    >>> ref = load()
+    >>> ref.label
+    'reference (tiny, 4 seeds, 20 rounds)'
+    >>> ref.test_em(reference="coevokg").loc[["coevokg", "search_r1"], "mean"].round(2).tolist()
+    [59.25, 60.6]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from workbench import paths
+from workbench.evaluate import across_seeds
+
+DEFAULT = "tiny_table2_20rounds.json"  # the five Table 2 rows x seeds 2-5, 20 rounds, one H200
+# How the figures name a run's method (the store's ``runs.method``).
+NAMES = {"base": "Base", "search_r1": "Search-R1", "ssp": "SSP", "c1": "C1", "c2": "C2", "coevokg": "CoEvoKG"}
+
+
+def reference_dir() -> Path:
+    """The folder of the shipped reference runs (``data/reference/`` of the checkout).
+
+    Example:
+        >>> (reference_dir() / DEFAULT).exists()
+        True
+    """
+    return paths.project_root() / "data" / "reference"
+
+
+def chains_added(metrics: pd.DataFrame) -> pd.Series:
+    """Chains write-back added to the pool since G_0, per ``run_metrics`` row: ``pool_chains`` minus
+    G_0's size (the run's first round's ``pool_chains`` less that round's ``writeback_new_chains``).
+    Growth, not size, is what runs of different worlds or presets share, and it stays visible on an
+    axis from zero (the tiny pool grows 7725 -> 7734).
+
+    Example:
+        >>> m = pd.DataFrame(dict(run=["a"] * 3, round=[0, 1, 2], pool_chains=[101, 101, 104],
+        ...                       writeback_new_chains=[1, 0, 3]))
+        >>> chains_added(m).tolist()
+        [1, 1, 4]
+    """
+    if "pool_chains" not in metrics or metrics.empty:
+        return pd.Series(index=metrics.index, dtype=float)
+    new = metrics["writeback_new_chains"] if "writeback_new_chains" in metrics else pd.Series(0, index=metrics.index)
+    first = metrics.sort_values("round").groupby("run").head(1)
+    g0 = (first.pool_chains - new.loc[first.index].fillna(0)).set_axis(first.run)
+    return metrics.pool_chains - metrics.run.map(g0)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One shipped reference file, read: its provenance, one row per run's evaluation and one row
+    per (run, round) of metrics, each with ``run``, ``method`` and ``seed`` columns.
+
+    Example:
+        >>> ref = load()
+        >>> ref.methods, ref.seeds, ref.rounds
+        (['coevokg', 'search_r1', 'ssp', 'c1', 'c2'], [2, 3, 4, 5], 20)
+    """
+
+    name: str
+    preset: str
+    provenance: dict
+    evaluations: pd.DataFrame
+    metrics: pd.DataFrame
+
+    @property
+    def methods(self) -> list[str]:
+        """The rows' methods, in the file's order."""
+        return list(dict.fromkeys(self.evaluations.method))
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(set(self.evaluations.seed))
+
+    @property
+    def rounds(self) -> int:
+        """Rounds of the longest run."""
+        return int(self.metrics.groupby("run")["round"].count().max())
+
+    @property
+    def label(self) -> str:
+        """The legend name of this source in every figure and table."""
+        return f"reference ({self.preset}, {len(self.seeds)} seeds, {self.rounds} rounds)"
+
+    @property
+    def base_test_em(self) -> float | None:
+        """The base's (warm start's) test macro EM (%) the runs' gains are measured from."""
+        return self.provenance.get("base_test_macro_em")
+
+    def describe(self) -> str:
+        """The provenance line a figure carries for this source.
+
+        Example:
+            >>> load().describe().split(" · ")  # doctest: +NORMALIZE_WHITESPACE
+            ['reference: data/reference/tiny_table2_20rounds.json', '5 methods x seeds 2-5', 'one NVIDIA H200',
+             'commit 996b777', '2026-12-01']
+        """
+        seeds = self.seeds
+        consecutive = seeds == list(range(seeds[0], seeds[-1] + 1))
+        span = f"{seeds[0]}-{seeds[-1]}" if consecutive else ", ".join(map(str, seeds))
+        machine = self.provenance.get("machine", "").split(" (")[0].split(",")[0]  # its first words, not its notes
+        return (f"reference: data/reference/{self.name} · {len(self.methods)} methods x seeds {span} · {machine} · "
+                f"commit {str(self.provenance.get('commit', '?'))[:7]} · {self.provenance.get('date', '?')}")
+
+    def of(self, method: str) -> pd.DataFrame:
+        """The metrics rows of ``method``'s runs (every seed), with ``chains_added``."""
+        m = self.metrics[self.metrics.method == method]
+        if m.empty:
+            raise ValueError(f"{self.name}: no {method!r} runs; it has {self.methods}")
+        return m
+
+    def scores(self) -> dict[str, list[float]]:
+        """Each method's test macro EM (%), one value per seed (the input of ``evaluate.across_seeds``)."""
+        return {m: self.evaluations[self.evaluations.method == m].sort_values("seed").test_macro_em.tolist()
+                for m in self.methods}
+
+    def test_em(self, reference: str | None = None) -> pd.DataFrame:
+        """Test macro EM per method over seeds: n, mean, sd and a 95% t interval; with ``reference``,
+        the difference to it and the Welch p (``evaluate.across_seeds``).
+
+        Example:
+            >>> round(float(load().test_em().loc["ssp", "mean"]), 2)
+            58.1
+        """
+        return across_seeds(self.scores(), reference=reference)
+
+    def band(self, key: str, method: str = "coevokg") -> pd.DataFrame:
+        """``key`` per round over ``method``'s seeds: ``mean``, the seeds' range (``low``, ``high``)
+        and ``n``. Rounds where a run has no value (no generated question) count the others.
+
+        Example:
+            >>> load().band("val_em").iloc[0][["mean", "low", "high"]].round(2).tolist()
+            [0.53, 0.53, 0.54]
+        """
+        m = self.of(method)
+        if key not in m:
+            raise ValueError(f"{self.name}: no metric {key!r}")
+        values = pd.to_numeric(m[key], errors="coerce").groupby(m["round"])
+        return pd.DataFrame({"mean": values.mean(), "low": values.min(), "high": values.max(),
+                             "n": values.count()}).rename_axis("round").reset_index()
+
+    def beside(self, metrics: pd.DataFrame, keys=("val_em", "seed_fallback_rate", "passed_rate"),
+               method: str = "coevokg") -> pd.DataFrame:
+        """A run's ``keys`` per round beside the reference ``method``'s mean and its seeds' range at
+        the same round: where a short run sits on the reference curve. One row per round of the
+        run; columns (key, "this run" | "reference" | "seeds' range").
+
+        Example:
+            >>> run = pd.DataFrame({"round": [0, 1], "val_em": [0.5, 0.55]})
+            >>> load().beside(run, keys=["val_em"]).loc[1].astype(str).tolist()
+            ['0.55', '0.532', '0.525-0.540']
+        """
+        rounds = pd.Index(metrics["round"].to_numpy(), name="round")
+        columns = {}
+        for key in keys:
+            band = self.band(key, method).set_index("round").reindex(rounds)
+            columns[(key, "this run")] = (pd.to_numeric(metrics[key], errors="coerce").round(3).to_numpy()
+                                          if key in metrics else None)
+            columns[(key, "reference")] = band["mean"].round(3).to_numpy()
+            columns[(key, "seeds' range")] = [None if pd.isna(lo) else f"{lo:.3f}-{hi:.3f}"
+                                              for lo, hi in zip(band.low, band.high)]
+        return pd.DataFrame(columns, index=rounds)
+
+
+def _split_run(run: str) -> tuple[str, int]:
+    method, _, seed = run.rpartition("_s")
+    if not method or not seed.isdigit():
+        raise ValueError(f"reference run {run!r}: expected <method>_s<seed>")
+    return method, int(seed)
+
+
+def load(name: str = DEFAULT) -> Reference:
+    """Read the reference file ``name`` under ``reference_dir()``.
+
+    Example:
+        >>> ref = load()
+        >>> ref.evaluations.set_index("run").loc["coevokg_s2", "test_macro_em"]
+        np.float64(60.0)
+    """
+    path = reference_dir() / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the shipped reference runs are missing from the checkout")
+    data = json.loads(path.read_text())
+    evaluations = pd.DataFrame([{"run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1], **e}
+                                for run, e in data["evaluations"].items()])
+    metrics = pd.DataFrame([{**row, "run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1]}
+                            for run, rows in data["metrics"].items() for row in rows])
+    metrics["chains_added"] = chains_added(metrics)
+    return Reference(name=name, preset=name.split("_")[0], provenance=data["provenance"],
+                     evaluations=evaluations, metrics=metrics)
