@@ -6,12 +6,13 @@ import json
 import re
 
 import duckdb
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from workbench import cli, figures, store
-from workbench.evaluate import sign_test_p
+from workbench import cli, figures, reference, store
+from workbench.evaluate import across_seeds, sign_test_p
 
 RUNS = [("r_ssp", "ssp"), ("r_coevo", "coevokg")]
 
@@ -35,7 +36,7 @@ def db(tmp_path):
             m = dict(round=rnd, val_em=0.1 * rnd + i, solver_reward=0.5, proposer_reward=0.2, admitted_rate=0.6,
                      seed_fallback_rate=0.4 - 0.05 * rnd, pool_chains=100 + 10 * rnd, pool_evidence=300,
                      kl=0.01 * rnd, entropy=1.0, avg_hops_generated=2.0 + rnd, avg_hops_seed=1.5,
-                     p_s_generated=0.4, p_s_seed=0.5)
+                     p_s_generated=0.4, p_s_seed=0.5, passed_rate=0.75, rejections={"leak": 1, "weak": 3})
             con.execute("INSERT INTO run_metrics VALUES (?, ?, ?)", [run, rnd, json.dumps(m)])
     # 10 questions, two families. base: 2 right; r_ssp: 1-5 right; r_coevo: 0, 5-9 right.
     for q in range(10):
@@ -83,7 +84,8 @@ def test_figures_carry_each_run_preset_seed_and_config(db):
         assert "this run: r_coevo (coevokg) · preset tiny · seed 7 · config hash1" in subtitle
         assert "r_ssp (ssp)" in subtitle
     shown = {(t.name, t.hovertemplate.split(":")[0]) for t in f3.data if t.name}
-    assert {("r_coevo (coevokg)", "val_em"), ("r_coevo (coevokg)", "seed_fallback_rate"), ("r_ssp (ssp)", "kl")} <= shown
+    assert {("this run: r_coevo (coevokg)", "val_em"), ("this run: r_coevo (coevokg)", "seed_fallback_rate"),
+            ("this run: r_ssp (ssp)", "kl")} <= shown
     bars = {t.name: list(t.y) for t in f4.data}
     assert bars["paper (Qwen2.5-7B-Instruct)"] == [0.405, 0.41]  # the last paper trace: p_s
     run_bars = [list(t.y) for t in f4.data if t.name == "this run: r_coevo (coevokg)"]
@@ -109,7 +111,8 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     written = figures.build_all(db=db, out_dir=out)
     names = {p.name for p in written}
     assert {"table1_main_results_paper.md", "table1_main_results_run.csv", "table2_buildup_run.md",
-            "figure3_training_dynamics.html", "figure4_generated_vs_seed.html"} <= names
+            "figure3_training_dynamics.html", "figure4_generated_vs_seed.html", "table1_main_results_reference.md",
+            "table2_buildup_reference.csv", "gate_rejections.html"} <= names
     assert all(p.exists() for p in written) and not any(p.suffix == ".png" for p in written)
     printed = capsys.readouterr().out
     assert printed.count("apt-get install chromium") == 1  # one line, not one per figure
@@ -120,6 +123,10 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     assert pd.read_csv(out / "table2_buildup_paper.csv").p.tolist()[1:] == [0.0011, 0.0141, 0.0314]
     paper_md = (out / "table2_buildup_paper.md").read_text()
     assert "this run" not in paper_md.splitlines()[0] and "the paper's numbers" in paper_md.splitlines()[0]
+    ref_md = (out / "table2_buildup_reference.md").read_text()
+    assert ref_md.startswith("table2_buildup — reference (tiny, 4 seeds, 20 rounds), mean over seeds")
+    assert "commit 996b777" in ref_md.splitlines()[0]
+    assert pd.read_csv(out / "table2_buildup_reference.csv").avg.round(2).tolist() == [58.1, 60.0, 59.6, 59.25]
 
 
 def test_save_fig_writes_png_when_a_browser_exists_else_says_how(tmp_path, monkeypatch, capsys):
@@ -137,6 +144,7 @@ def test_cli_paper_only(tmp_path, no_browser, capsys):
     assert cli.main(["figures", "--paper-only", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "figure4_generated_vs_seed.html").exists()
     assert not (tmp_path / "table1_main_results_run.csv").exists()
+    assert not list(tmp_path.glob("*reference*")) and not (tmp_path / "gate_rejections.html").exists()  # the paper alone
     assert "table2_buildup_paper.md" in capsys.readouterr().out
 
 
@@ -228,3 +236,142 @@ def test_show_without_a_browser_falls_back_to_html(tmp_path, no_browser, capsys)
     shown = figures.show(go.Figure(go.Bar(x=["a"], y=[1])), "probe", out_dir=tmp_path)
     assert shown.png is None and "Plotly.newPlot" in shown._repr_mimebundle_()["text/html"]
     assert "apt-get install chromium" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- the reference runs, a third source (issue 15)
+
+@pytest.fixture(scope="module")
+def ref():
+    return reference.load()
+
+
+def _trace(fig: go.Figure, name: str, key: str) -> go.Scatter:
+    """The line (not the band) named ``name`` that draws ``key``."""
+    found = [t for t in fig.data if t.name == name and t.fill is None and t.hovertemplate.startswith(key + ":")]
+    assert len(found) == 1, (name, key, len(found))
+    return found[0]
+
+
+def test_figure3_draws_the_reference_mean_and_band_beside_the_runs(db, ref):
+    con = figures.open_store(db)
+    fig = figures.figure3(con, ref)
+    con.close()
+    names = {t.name for t in fig.data if t.showlegend is not False}
+    coevokg = "reference (tiny, 4 seeds, 20 rounds): CoEvoKG"
+    assert {coevokg, "reference (tiny, 4 seeds, 20 rounds): Search-R1", "reference (tiny, 4 seeds, 20 rounds): SSP",
+            "this run: r_coevo (coevokg)", "this run: r_ssp (ssp)"} <= names
+    for key in ("val_em", "chains_added", "seed_fallback_rate", "kl", "entropy"):  # CoEvoKG in every panel
+        band = ref.band(key)
+        line = _trace(fig, coevokg, key)
+        assert list(line.x) == band["round"].tolist() and list(line.y) == pytest.approx(band["mean"].tolist())
+    # the solid quantities have their seed range as a band; Search-R1 and SSP appear in panel a only
+    fills = [t for t in fig.data if t.fill == "toself" and t.name == coevokg]
+    assert len(fills) == 3
+    band = ref.band("val_em")
+    assert list(fills[0].y) == pytest.approx([*band.high, *band.low[::-1]])
+    assert {t.hovertemplate.split(":")[0] for t in fig.data if (t.name or "").endswith("SSP") and t.fill is None} == {"val_em"}
+    titles = [a.text for a in fig.layout.annotations if a.text.startswith(("a ·", "b ·", "c ·"))]
+    assert "a · validation accuracy (run, reference)" in titles and max(map(len, titles)) <= 40
+    assert ref.describe() in fig.layout.title.subtitle.text
+    assert fig.layout.xaxis2.dtick == 3  # rounds 0-19 of the reference, not the store's 0-2
+
+
+def test_figure3_of_the_reference_alone_says_there_are_no_runs(ref):
+    fig = figures.figure3(None, ref)
+    assert "a · validation accuracy (reference)" in [a.text for a in fig.layout.annotations]
+    assert fig.layout.title.subtitle.text.startswith("no runs in the store: the paper's numbers and the reference runs")
+    assert not any(t.name.startswith("this run") for t in fig.data if t.name)
+
+
+def test_figure_panels_keep_their_height_however_many_runs_and_legend_rows(db, ref):
+    con = figures.open_store(db)
+    plain, both = figures.figure3(con), figures.figure3(con, ref)
+    con.close()
+    for fig in (plain, both):
+        assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b == 800
+    assert both.layout.height > plain.layout.height  # a subtitle line and a legend row more
+
+
+def test_figure4_reference_bars_are_the_mean_over_seeds_of_each_runs_mean(db, ref):
+    con = figures.open_store(db)
+    fig = figures.figure4(con, ref)
+    con.close()
+    bars = [t for t in fig.data if t.name == "reference (tiny, 4 seeds, 20 rounds): CoEvoKG"]
+    assert len(bars) == 2 and [t.showlegend for t in bars] == [True, False]
+    per_seed = ref.of("coevokg").groupby("run")[["avg_hops_generated", "avg_hops_seed", "p_s_generated", "p_s_seed"]].mean()
+    assert list(bars[0].y) == pytest.approx(per_seed[["avg_hops_generated", "avg_hops_seed"]].mean().tolist())
+    assert list(bars[1].y) == pytest.approx(per_seed[["p_s_generated", "p_s_seed"]].mean().tolist())
+    assert list(bars[1].error_y.array) == pytest.approx((per_seed[["p_s_generated", "p_s_seed"]].max()
+                                                        - per_seed[["p_s_generated", "p_s_seed"]].mean()).tolist())
+    assert bars[0].y[0] > bars[0].y[1] and bars[1].y[0] < bars[1].y[1]  # more hops, harder (LOG.md, session 5)
+    order = [t.name for t in fig.data if t.showlegend]
+    assert order == ["paper (Qwen2.5-7B-Instruct)", "reference (tiny, 4 seeds, 20 rounds): CoEvoKG",
+                     "this run: r_ssp (ssp)", "this run: r_coevo (coevokg)"]
+
+
+def test_table1_reference_rows_are_the_files_test_em_over_seeds(db, ref):
+    con = figures.open_store(db)
+    tables, fig = figures.table1(con, ref)
+    con.close()
+    rows = tables["reference"].set_index("method")
+    seeds = across_seeds(ref.scores())
+    assert rows.index.tolist() == ["Base", "Search-R1", "SSP", "CoEvoKG"]
+    assert rows.loc["CoEvoKG", ["Avg.", "95% low", "95% high"]].tolist() == pytest.approx(
+        seeds.loc["coevokg", ["mean", "low", "high"]].tolist())
+    assert rows.loc["Search-R1", "gain (Avg.)"] == pytest.approx(60.6 - 57.8)
+    assert rows.loc["Base", "Avg."] == 57.8 and pd.isna(rows.loc["Base", "seeds"])
+    title = "reference (tiny, 4 seeds, 20 rounds): test macro EM, mean over seeds, 95% t interval"
+    cells = _cells(fig, title)
+    assert cells["Avg."] == ["57.80", "60.60", "58.10", "59.25"] and cells["seeds"] == ["", "4", "4", "4"]
+    assert _cells(fig, "paper")["Avg."][3] == "42.1"  # the paper's and this run's tables keep one decimal
+    assert not tables["this run"].empty
+
+
+def test_table2_reference_rows_compare_each_row_with_the_previous_over_seeds(ref):
+    from scipy import stats
+
+    tables, fig = figures.table2(None, ref=ref)
+    rows = tables["reference"].set_index("variant")
+    scores = ref.scores()
+    assert rows.index.tolist() == list(figures.BUILDUP.values())
+    assert rows.avg.tolist() == pytest.approx([np.mean(scores[m]) for m in figures.BUILDUP])
+    for (prev, cur), label in zip(zip(list(figures.BUILDUP), list(figures.BUILDUP)[1:]), list(figures.BUILDUP.values())[1:]):
+        assert rows.loc[label, "delta"] == pytest.approx(np.mean(scores[cur]) - np.mean(scores[prev]))
+        assert rows.loc[label, "p"] == pytest.approx(stats.ttest_ind(scores[cur], scores[prev], equal_var=False).pvalue)
+    assert pd.isna(rows.iloc[0].delta) and pd.isna(rows.iloc[0].p)
+    cells = _cells(fig, "reference (tiny, 4 seeds, 20 rounds): mean test EM over seeds, 95% t interval; "
+                        "Δ and Welch p vs previous row")
+    assert cells["avg"] == ["58.10", "60.00", "59.60", "59.25"] and cells["delta"][1:] == ["+1.90", "-0.40", "-0.35"]
+    assert tables["this run"].empty  # no store: the paper and the reference
+
+
+def test_gate_verdicts_are_shares_of_the_candidates_by_reason(ref):
+    shares = figures.gate_verdicts(ref.of("coevokg"))
+    assert shares.sum(axis=1).tolist() == pytest.approx([1.0] * 20)
+    first = [rows.iloc[0] for _, rows in ref.of("coevokg").sort_values("round").groupby("run")]
+    leak = np.mean([r.rejections.get("leak", 0) * (1 - r.passed_rate) / sum(r.rejections.values()) for r in first])
+    assert shares.loc[0, "leak"] == pytest.approx(leak)
+    assert shares.loc[0, "admitted"] == pytest.approx(np.mean([r.admitted_rate for r in first]))
+    assert figures.gate_verdicts(ref.of("search_r1")).sum(axis=1).tolist() == [0.0] * 20  # no proposer, no verdicts
+
+
+def test_gate_rejections_shows_a_run_beside_the_reference_in_one_colour_per_verdict(db, ref):
+    con = figures.open_store(db)
+    fig = figures.gate_rejections(con, "r_coevo", ref)
+    con.close()
+    assert [a.text for a in fig.layout.annotations][:2] == ["this run: r_coevo", "reference CoEvoKG, mean of 4 seeds"]
+    legend = [t.name for t in fig.data if t.showlegend]
+    assert legend[:2] == ["admitted", "passed, beyond top-k"] and {"leak", "weak", "extraction failed"} <= set(legend)
+    assert len(legend) == len(set(legend))  # each verdict once, whichever panel has it first
+    mine = {t.name: list(t.y) for t in fig.data if t.xaxis == "x"}
+    # r_coevo: admitted 0.6, passed 0.75, rejected 0.25 split 1:3 between leak and weak
+    assert mine == {"admitted": [0.6] * 3, "passed, beyond top-k": pytest.approx([0.15] * 3),
+                    "weak": [0.1875] * 3, "leak": [0.0625] * 3}
+    colours = {(t.name, t.marker.color) for t in fig.data}
+    assert len({name for name, _ in colours}) == len(colours)  # the same colour in both panels
+    assert "this run: r_coevo (coevokg)" in fig.layout.title.subtitle.text and ref.describe() in fig.layout.title.subtitle.text
+
+
+def test_gate_rejections_without_verdicts_says_so():
+    fig = figures.gate_rejections(None)
+    assert [a.text for a in fig.layout.annotations] == ["no gate verdicts recorded"] and not fig.data

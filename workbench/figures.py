@@ -1,12 +1,17 @@
-"""The paper's tables and figures, from its reported numbers and from a user's runs, side by side.
+"""The paper's tables and figures, from its reported numbers, the workbench's reference runs and a
+user's runs, side by side.
 
 One builder per paper table or figure (seed 000): ``table1`` (main results), ``table2`` (build-up
 ablation with deltas and sign-test p-values), ``figure3`` (training dynamics: a validation
-accuracy, b verified chain pool and seed fallback rate, c KL and entropy) and ``figure4`` (average
-hops and p_s, generated vs seed questions). Each reads the paper side from ``workbench.paper`` and
-the "this run" side from the store, read-only: ``runs``, ``run_metrics`` (one JSON object per
-round) and ``eval_outcomes``. Every figure names the preset, seed and config hash of each run it
-shows. With no runs in the store, a builder shows the paper side alone and says so.
+accuracy, b chain pool growth and seed fallback rate, c KL and entropy) and ``figure4`` (average
+hops and p_s, generated vs seed questions); and ``gate_rejections`` (ours: the quality gate's
+verdicts by reason per round). Each reads the paper side from ``workbench.paper``, the "this run"
+side from the store, read-only (``runs``, ``run_metrics``: one JSON object per round,
+``eval_outcomes``), and, given ``ref`` (``workbench.reference.load()``), the shipped reference runs
+as a third source, named by ``Reference.label`` ("reference (tiny, 4 seeds, 20 rounds)"): their
+mean over seeds with the seeds' range as a band (figures) or a 95% t interval (tables). Every
+figure names the preset, seed and config hash of each run it shows and the reference's provenance.
+With no runs in the store, a builder shows the paper side (and the reference) alone and says so.
 
 Store conventions read here (written by the training loop and ``workbench eval``):
 - a Table 1 / Table 2 row of "this run" is an evaluated ``backbone/method`` (the label part of
@@ -37,8 +42,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from workbench import paper, paths
-from workbench.evaluate import sign_test_p
+from workbench import paper, paths, reference
+from workbench.evaluate import across_seeds, sign_test_p
+from workbench.reference import NAMES, Reference, chains_added
 
 # Table 2's build-up order: runs.method of each variant -> the paper's row label.
 BUILDUP: dict[str, str] = {
@@ -51,6 +57,11 @@ PNG_HELP = ("PNG export off: kaleido needs a Chrome/Chromium (`apt-get install c
             "or `plotly_get_chrome`); wrote HTML only")
 PNG_WIDTH = 900  # CSS pixels of a saved PNG (a notebook's output width); its file has twice as many
 PAPER_COLOUR = "#636efa"  # the paper's bars (plotly's first qualitative colour); runs take the others
+# The reference runs: dark, muted colours, apart from the paper's blue and the runs' bright ones.
+REFERENCE_COLOURS = {"coevokg": "#3a3a3a", "search_r1": "#8c6d31", "ssp": "#7b4173", "c1": "#637939", "c2": "#5254a3"}
+# The gate's verdicts: passing ones green, each rejection reason its own colour in every panel.
+GATE_COLOURS = {"admitted": "#2ca02c", "passed, beyond top-k": "#98df8a", "leak": "#d62728", "weak": "#ff7f0e",
+                "extraction failed": "#7f7f7f", "not one wh-question": "#9467bd", "empty": "#8c564b"}
 _png_works: bool | None = None  # learnt on the first PNG; a missing browser is not looked for again
 
 
@@ -225,17 +236,20 @@ def run_metrics(con) -> pd.DataFrame:
     return pd.DataFrame(records, columns=None if records else ["run", "round"])
 
 
-def describe_runs(runs: pd.DataFrame) -> str:
-    """The provenance line every figure carries: each run's method, preset, seed and config hash.
+def describe_runs(runs: pd.DataFrame, ref: Reference | None = None) -> str:
+    """The provenance lines every figure carries: each run's method, preset, seed and config hash,
+    then the reference's file, seeds, machine, commit and date when ``ref`` is shown.
 
     Example:
         >>> describe_runs(pd.DataFrame([dict(run="r1", method="coevokg", preset="tiny", seed=0, config_hash="ab12")]))
         'this run: r1 (coevokg) · preset tiny · seed 0 · config ab12'
     """
     if runs.empty:
-        return "no runs in the store: the paper's numbers alone"
-    return "<br>".join(f"this run: {r.run} ({r.method}) · preset {r.preset} · seed {r.seed} · config {r.config_hash}"
-                       for r in runs.itertuples())
+        lines = ["no runs in the store: the paper's numbers" + (" and the reference runs" if ref else " alone")]
+    else:
+        lines = [f"this run: {r.run} ({r.method}) · preset {r.preset} · seed {r.seed} · config {r.config_hash}"
+                 for r in runs.itertuples()]
+    return "<br>".join(lines + ([ref.describe()] if ref is not None else []))
 
 
 # The newest test-split evaluation of each (model, dataset); model = "backbone/method" of the eval id.
@@ -274,8 +288,9 @@ def _paired(con, model_a: str, model_b: str) -> tuple[int, int]:
 
 # ------------------------------------------------------------------------------------ the builders
 
-def _layout(fig: go.Figure, title: str, runs: pd.DataFrame, height: int, note: str = "") -> go.Figure:
-    subtitle = describe_runs(runs) + (f"<br>{note}" if note else "")
+def _layout(fig: go.Figure, title: str, runs: pd.DataFrame, height: int, note: str = "",
+            ref: Reference | None = None) -> go.Figure:
+    subtitle = describe_runs(runs, ref) + (f"<br>{note}" if note else "")
     # The title block is pinned to the top and the panels start below its last line (plus a subplot
     # title's height): plotly would centre it in the margin, over the first panel titles.
     fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle), yref="container", y=1, yanchor="top",
@@ -290,13 +305,54 @@ def _top_margin(subtitle: str) -> int:
     return 70 + 16 * (subtitle.count("<br>") + 1)
 
 
-def _cell(column: str, v) -> str:
+def legend_below(fig: go.Figure, panels_px: int, y: float) -> go.Figure:
+    """Put the legend under the panels (``y``: its top, as a share of the panels' height below them)
+    and size the figure so the panels keep ``panels_px`` pixels however many subtitle lines (runs,
+    the reference) and legend rows there are: a fixed height squeezed six runs' panels until the
+    paper's annotations overlapped.
+
+    Example:
+        >>> fig = go.Figure(go.Scatter(x=[0], y=[0], name="a")).update_layout(margin=dict(t=100))
+        >>> fig = legend_below(fig, 300, -0.1)
+        >>> fig.layout.height, fig.layout.margin.b
+        (471, 71)
+    """
+    names = list(dict.fromkeys(t.name for t in fig.data if t.name and t.showlegend is not False))
+    bottom = int(-y * panels_px) + 29 * _legend_rows(names) + 12  # a legend row is ~29 px at 13 px text
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
+    return fig.update_layout(height=panels_px + top + bottom, margin=dict(b=bottom),
+                             legend=dict(orientation="h", x=0, xanchor="left", y=y, yanchor="top"))
+
+
+def _legend_rows(names: list[str], width: int = PNG_WIDTH - 80) -> int:
+    """Rows a horizontal legend of ``names`` takes at a notebook's width (~6 px a character, 40 px
+    for an entry's symbol and gap; measured on the PNGs).
+
+    Example:
+        >>> _legend_rows(["paper (Qwen2.5-7B-Instruct)", "reference (tiny, 4 seeds, 20 rounds): CoEvoKG"])
+        1
+        >>> _legend_rows(["this run: a-long-run-name (coevokg)"] * 4)
+        2
+    """
+    rows, used = (1, 0) if names else (0, 0)
+    for name in names:
+        w = 6 * len(name) + 40
+        if used and used + w > width:
+            rows, used = rows + 1, 0
+        used += w
+    return rows
+
+
+def _cell(column: str, v, decimals: int = 1) -> str:
     """A table cell as text: p-values to 4 significant digits (the paper's 0.0011 is not 0.0),
-    counts as integers, other numbers to one decimal, booleans as a tick or a dash.
+    counts as integers, other numbers to ``decimals`` decimals (one, as the paper prints; two for
+    means over seeds, whose 59.25 one decimal would print as 59.2), booleans as a tick or a dash.
 
     Example:
         >>> [_cell("p", 0.0011), _cell("wins", 5.0), _cell("avg", 52.44), _cell("delta", 1.5), _cell("c1", True)]
         ['0.0011', '5', '52.4', '+1.5', '✓']
+        >>> _cell("avg", 59.25, decimals=2), _cell("delta", -0.35000000000000142, decimals=2)
+        ('59.25', '-0.35')
     """
     if v is None or (not isinstance(v, str) and pd.isna(v)):
         return ""
@@ -305,15 +361,15 @@ def _cell(column: str, v) -> str:
     if column == "p":
         return f"{v:.4g}"
     if column in ("delta", "gain (Avg.)"):
-        return f"{v:+.1f}"
-    if column in ("wins", "losses", "n"):
+        return f"{v:+.{decimals}f}"
+    if column in ("wins", "losses", "n", "seeds"):
         return f"{int(v)}"
-    return f"{v:.1f}" if isinstance(v, (float, np.floating)) else str(v)
+    return f"{v:.{decimals}f}" if isinstance(v, (float, np.floating)) else str(v)
 
 
-def _table_trace(df: pd.DataFrame) -> go.Table:
+def _table_trace(df: pd.DataFrame, decimals: int = 1) -> go.Table:
     """A ``go.Table`` whose column widths follow their longest text, so no name is clipped."""
-    cells = {c: [_cell(str(c), v) for v in df[c]] for c in df.columns}
+    cells = {c: [_cell(str(c), v, decimals) for v in df[c]] for c in df.columns}
     widths = [max([1.15 * len(str(c)), *map(len, cells[c])]) + 2 for c in df.columns]  # headers are bold
     return go.Table(columnwidth=widths, header=dict(values=[f"<b>{c}</b>" for c in df.columns], height=28),
                     cells=dict(values=list(cells.values()), height=24))
@@ -352,17 +408,41 @@ def table1_run(con) -> pd.DataFrame:
     return wide.reset_index().round(1)
 
 
-def table1(con=None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
-    """Table 1 (main results): ``({"paper": df, "this run": df}, figure)``, the two side by side.
+def table1_reference(ref: Reference | None) -> pd.DataFrame:
+    """Table 1's rows from the reference runs: the base and each of Table 1's methods the file has,
+    test macro EM (%) as the mean over seeds with its 95% t interval, and the gain over the base.
+    The file keeps each run's macro average only, so there are no per-family columns.
+
+    Example:
+        >>> rows = table1_reference(reference.load()).set_index("method")
+        >>> rows.loc["CoEvoKG", ["Avg.", "gain (Avg.)"]].round(2).tolist()
+        [59.25, 1.45]
+    """
+    if ref is None:
+        return pd.DataFrame()
+    seeds, base = ref.test_em(), ref.base_test_em
+    rows = [] if base is None else [{"backbone": ref.preset, "method": NAMES["base"], "Avg.": base}]
+    for method in ("search_r1", "ssp", "coevokg"):  # Table 1's rows after the base
+        if method in seeds.index:
+            r = seeds.loc[method]
+            gain = None if base is None else r["mean"] - base
+            rows.append({"backbone": ref.preset, "method": NAMES[method], "seeds": r.n, "Avg.": r["mean"],
+                         "95% low": r.low, "95% high": r.high, "gain (Avg.)": gain})
+    return pd.DataFrame(rows, columns=["backbone", "method", "seeds", "Avg.", "95% low", "95% high", "gain (Avg.)"])
+
+
+def table1(con=None, ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Table 1 (main results): ``({"paper": df, "this run": df, "reference": df}, figure)``, stacked.
 
     Example:
         >>> tables, fig = table1()
         >>> tables["paper"].loc[3, "Avg."]  # Qwen2.5-3B-Instruct + CoEvoKG
         np.float64(42.1)
     """
-    tables = {"paper": table1_paper(), "this run": table1_run(con)}
-    runs = store_runs(con)
-    return tables, _tables_figure(tables, "Table 1: accuracy (%) per benchmark and macro average", runs)
+    tables = {"paper": table1_paper(), "this run": table1_run(con), "reference": table1_reference(ref)}
+    titles = {"reference": f"{ref.label}: test macro EM, mean over seeds, 95% t interval"} if ref else {}
+    return tables, _tables_figure(tables, "Table 1: accuracy (%) per benchmark and macro average", store_runs(con),
+                                  ref, titles)
 
 
 def table2_run(con, buildup: dict[str, str] | None = None) -> pd.DataFrame:
@@ -387,8 +467,34 @@ def table2_run(con, buildup: dict[str, str] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows).round({"avg": 1, "delta": 1, "p": 4}) if rows else pd.DataFrame()
 
 
-def table2(con=None, buildup: dict[str, str] | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
-    """Table 2 (build-up ablation with deltas and paired sign-test p-values), paper and this run.
+def table2_reference(ref: Reference | None, buildup: dict[str, str] | None = None) -> pd.DataFrame:
+    """Table 2's layout from the reference runs: each build-up row's test macro EM (%) over seeds
+    (mean, 95% t interval), its difference to the previous row and the Welch test between the two
+    rows' seeds (``evaluate.across_seeds``; seeds, not questions, are the unit here).
+
+    Example:
+        >>> t = table2_reference(reference.load())
+        >>> t.avg.round(2).tolist(), t.delta.round(2).tolist()[1:]
+        ([58.1, 60.0, 59.6, 59.25], [1.9, -0.4, -0.35])
+    """
+    if ref is None:
+        return pd.DataFrame()
+    scores, rows, previous = ref.scores(), [], None
+    for method, label in (buildup or BUILDUP).items():
+        if method not in scores:
+            continue
+        pair = {m: scores[m] for m in (previous, method) if m is not None}
+        r = across_seeds(pair, reference=previous).loc[method]
+        rows.append({"variant": label, "seeds": r.n, "avg": r["mean"], "95% low": r.low, "95% high": r.high,
+                     "delta": r.get("diff"), "p": r.get("p")})
+        previous = method
+    return pd.DataFrame(rows)
+
+
+def table2(con=None, buildup: dict[str, str] | None = None,
+           ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Table 2 (build-up ablation with deltas and p-values vs the previous row): the paper's (paired
+    sign test), this store's (paired sign test) and the reference's (Welch over seeds), stacked.
 
     Example:
         >>> tables, _ = table2()
@@ -396,52 +502,73 @@ def table2(con=None, buildup: dict[str, str] | None = None) -> tuple[dict[str, p
         [1.5, 1.1, 0.6]
     """
     buildup = buildup or BUILDUP
-    tables = {"paper": paper.table2().drop(columns="provenance"), "this run": table2_run(con, buildup)}
+    tables = {"paper": paper.table2().drop(columns="provenance"), "this run": table2_run(con, buildup),
+              "reference": table2_reference(ref, buildup)}
+    titles = {"reference": f"{ref.label}: mean test EM over seeds, 95% t interval; Δ and Welch p vs previous row"
+              } if ref else {}
     runs = store_runs(con)
+    buildup_runs = runs[runs.method.isin(list(buildup))]  # the build-up runs, not every run
     return tables, _tables_figure(tables, "Table 2: build-up ablation (Δ and sign test vs previous row)",
-                                  runs[runs.method.isin(list(buildup))])  # the build-up runs, not every run
+                                  buildup_runs, ref, titles)
 
 
-def _tables_figure(tables: dict[str, pd.DataFrame], title: str, runs: pd.DataFrame) -> go.Figure:
-    """The tables stacked, each as tall as its rows (header 28 px, a row 24 px, its title 40 px)."""
+def _tables_figure(tables: dict[str, pd.DataFrame], title: str, runs: pd.DataFrame, ref: Reference | None = None,
+                   titles: dict[str, str] | None = None) -> go.Figure:
+    """The tables stacked, each as tall as its rows (header 28 px, a row 24 px, its title 40 px),
+    each under its key or its entry in ``titles``; the reference's means with two decimals."""
     shown = {k: v for k, v in tables.items() if not v.empty}
     px_of = [28 + 24 * len(df) + 40 for df in shown.values()]
     fig = make_subplots(rows=len(shown), cols=1, specs=[[{"type": "table"}]] * len(shown),
-                        subplot_titles=list(shown), row_heights=px_of, vertical_spacing=0.04)
-    for i, df in enumerate(shown.values(), start=1):
-        fig.add_trace(_table_trace(df), row=i, col=1)
-    top, bottom = _top_margin(describe_runs(runs)), 30
-    fig = _layout(fig, title, runs, height=int(sum(px_of) * (1 + 0.04 * (len(shown) - 1))) + top + bottom)
+                        subplot_titles=[(titles or {}).get(k, k) for k in shown], row_heights=px_of,
+                        vertical_spacing=0.04)
+    for i, (side, df) in enumerate(shown.items(), start=1):
+        fig.add_trace(_table_trace(df, decimals=2 if side == "reference" else 1), row=i, col=1)  # means over seeds
+    top, bottom = _top_margin(describe_runs(runs, ref)), 30
+    fig = _layout(fig, title, runs, height=int(sum(px_of) * (1 + 0.04 * (len(shown) - 1))) + top + bottom, ref=ref)
     return fig.update_layout(margin=dict(b=bottom))
 
 
-def figure3(con=None) -> go.Figure:
-    """Figure 3 (training dynamics): left what the paper's text states, right this store's runs per round.
+def figure3(con=None, ref: Reference | None = None) -> go.Figure:
+    """Figure 3 (training dynamics): left what the paper's text states, right this store's runs and,
+    given ``ref``, the reference runs, per round.
 
-    Rows: a validation accuracy; b verified chain pool size and seed fallback rate; c KL and entropy.
-    On the right each run has one colour; the second quantity of a panel is dashed, on the right axis.
-    The legend (the runs) sits under the panels, so it covers none of them.
+    Rows: a validation accuracy; b chains write-back added to the pool since G_0 and the seed
+    fallback rate; c KL and entropy. On the right each run has one colour; the second quantity of a
+    panel is dashed, on the right axis. The reference is its mean over seeds (a line without markers)
+    and the seeds' range (a faint band behind the solid quantity; the dashed one's is in its hover):
+    CoEvoKG in every panel and, in panel a, Search-R1 and SSP too (the paper's Figure 3a compares
+    the three). The legend sits under the panels, covering none.
 
     Example:
-        >>> len(figure3().data) >= 1
-        True
+        >>> fig = figure3(ref=reference.load())
+        >>> sorted({t.name for t in fig.data if t.showlegend})[0]
+        'reference (tiny, 4 seeds, 20 rounds): CoEvoKG'
     """
     runs, metrics = store_runs(con), run_metrics(con)
     runs = runs[runs.run.isin(set(metrics.run))] if not metrics.empty else runs.iloc[0:0]
-    cols = 2 if not runs.empty else 1
+    right = _right_title(not runs.empty, ref is not None)
+    cols = 2 if right else 1
     specs = [[{"secondary_y": True}] * cols for _ in range(3)]
     titles = []
-    for panel in ("a · validation accuracy", "b · chain pool, seed fallback", "c · KL and entropy"):
-        titles += [f"{panel} (paper)"] + ([f"{panel} (this run)"] if cols == 2 else [])
+    for panel in ("a · validation accuracy", "b · pool, seed fallback", "c · KL and entropy"):
+        titles += [f"{panel} (paper)"] + ([f"{panel} ({right})"] if right else [])
     fig = make_subplots(rows=3, cols=cols, specs=specs, subplot_titles=titles,
                         horizontal_spacing=0.16, vertical_spacing=0.12)
     _figure3_paper(fig)
-    if cols == 2:
-        _figure3_run(fig, runs, metrics)
-    fig = _layout(fig, "Figure 3: training dynamics", runs, height=1000,
+    if right:
+        last = _figure3_reference(fig, ref) if ref is not None else 1
+        if not runs.empty:  # drawn after the reference: a run's markers lie on top of the bands
+            _figure3_run(fig, runs, metrics.assign(chains_added=chains_added(metrics)))
+            last = max(last, int(metrics["round"].max()))
+        _figure3_axes(fig, last)
+    fig = _layout(fig, "Figure 3: training dynamics", runs, height=1000, ref=ref,
                   note="left: what the paper's text states (Qwen2.5-7B-Instruct; it publishes no curve data)")
-    return fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.06, yanchor="top"),
-                             margin=dict(b=90))
+    return legend_below(fig, panels_px=800, y=-0.06)
+
+
+def _right_title(runs: bool, ref: bool) -> str:
+    """What a figure's right-hand panels show: ``this run``, ``reference``, both, or nothing."""
+    return {(True, True): "run, reference", (True, False): "this run", (False, True): "reference"}.get((runs, ref), "")
 
 
 def _wrap(text: str, width: int) -> str:
@@ -479,9 +606,12 @@ def _figure3_paper(fig: go.Figure) -> None:
 
 
 # Figure 3's right column: (row, key, on the secondary axis); the secondary quantity is dashed.
-_F3_PANELS = [(1, "val_em", False), (2, "pool_chains", False), (2, "seed_fallback_rate", True),
+_F3_PANELS = [(1, "val_em", False), (2, "chains_added", False), (2, "seed_fallback_rate", True),
               (3, "kl", False), (3, "entropy", True)]
-_F3_AXES = [("val EM", None), ("pool chains (solid)", "seed fallback (dashed)"), ("KL (solid)", "entropy (dashed)")]
+_F3_AXES = [("val EM", None), ("chains added (solid)", "seed fallback (dashed)"), ("KL (solid)", "entropy (dashed)")]
+# The reference rows drawn in each of Figure 3's rows: Figure 3a compares Search-R1, SSP and CoEvoKG;
+# pool growth and seed fallback exist for CoEvoKG alone, and KL and entropy are shown for it.
+_F3_REFERENCE = {1: ("coevokg", "search_r1", "ssp"), 2: ("coevokg",), 3: ("coevokg",)}
 
 
 def _figure3_run(fig: go.Figure, runs: pd.DataFrame, metrics: pd.DataFrame) -> None:
@@ -489,20 +619,72 @@ def _figure3_run(fig: go.Figure, runs: pd.DataFrame, metrics: pd.DataFrame) -> N
         m, first = metrics[metrics.run == r.run], True
         for row, key, secondary in _F3_PANELS:
             if key in m and m[key].notna().any():
-                fig.add_trace(go.Scatter(x=m["round"], y=m[key], mode="lines+markers", name=f"{r.run} ({r.method})",
+                fig.add_trace(go.Scatter(x=m["round"], y=m[key], mode="lines+markers",
+                                         name=f"this run: {r.run} ({r.method})",
                                          line=dict(color=run_colour(r.Index), dash="dash" if secondary else "solid"),
                                          legendgroup=r.run, showlegend=first, hovertemplate=f"{key}: %{{y:.4g}}<br>round %{{x}}"),
                               row=row, col=2, secondary_y=secondary)
                 first = False
-    last = int(metrics["round"].max()) if len(metrics) else 1
+
+
+def _figure3_reference(fig: go.Figure, ref: Reference) -> int:
+    """The reference's mean and seed band in Figure 3's right column; returns its last round."""
+    shown = set()
+    for row, key, secondary in _F3_PANELS:
+        for method in (m for m in _F3_REFERENCE[row] if m in ref.methods):
+            traces = band_traces(ref.band(key, method), f"{ref.label}: {NAMES.get(method, method)}",
+                                 REFERENCE_COLOURS.get(method, "#555555"), key,
+                                 dash="dash" if secondary else "solid", legend=method not in shown)
+            # the dashed quantity's band would cover the solid one's: its seed range is in its hover
+            for trace in traces[1:] if secondary else traces:
+                fig.add_trace(trace, row=row, col=2, secondary_y=secondary)
+            shown.add(method)
+    return ref.rounds - 1
+
+
+def band_traces(band: pd.DataFrame, name: str, colour: str, key: str, dash: str = "solid",
+                legend: bool = True) -> list[go.Scatter]:
+    """A mean line over seeds and the seeds' range as a faint band behind it (``Reference.band``'s
+    columns round, mean, low, high), one legend entry for both.
+
+    Example:
+        >>> band = pd.DataFrame(dict(round=[0, 1], mean=[0.5, 0.6], low=[0.4, 0.5], high=[0.6, 0.7]))
+        >>> [t.fill for t in band_traces(band, "ref", "#333333", "val_em")]
+        ['toself', None]
+    """
+    band = band.dropna(subset=["mean"])
+    fill = go.Scatter(x=[*band["round"], *band["round"][::-1]], y=[*band.high, *band.low[::-1]], fill="toself",
+                      fillcolor=_rgba(colour, 0.15), line=dict(width=0), hoverinfo="skip", name=name,
+                      legendgroup=name, showlegend=False)
+    mean = go.Scatter(x=band["round"], y=band["mean"], mode="lines", name=name, legendgroup=name, showlegend=legend,
+                      line=dict(color=colour, width=2.5, dash=dash), customdata=band[["low", "high"]],
+                      hovertemplate=f"{key}: %{{y:.4g}} (seeds %{{customdata[0]:.4g}}-%{{customdata[1]:.4g}})"
+                                    "<br>round %{x}")
+    return [fill, mean]
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    """``#rrggbb`` as ``rgba(r, g, b, alpha)``.
+
+    Example:
+        >>> _rgba("#ff8000", 0.5)
+        'rgba(255, 128, 0, 0.5)'
+    """
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
+def _figure3_axes(fig: go.Figure, last: int) -> None:
+    """Figure 3's right column: whole rounds up to ``last``, each axis titled, shares from 0 to 1."""
     for row, (left, right) in enumerate(_F3_AXES, start=1):
         whole_ticks(fig, last, title_text="round", row=row, col=2)
         fig.update_yaxes(title_text=left, rangemode="tozero", row=row, col=2, secondary_y=False)
         if right:
             fig.update_yaxes(title_text=right, tickformat=".4~g", nticks=5, tickmode="auto", showgrid=False,
                              row=row, col=2, secondary_y=True)
-    fig.update_yaxes(range=[0, 1.02], row=1, col=2, secondary_y=False)  # validation EM is a share
-    fig.update_yaxes(range=[0, 1.02], row=2, col=2, secondary_y=True)   # so is the seed fallback rate
+    # validation EM from its data, not from 0: the rows of the reference differ by ~3 points of ~55
+    fig.update_yaxes(rangemode="normal", tickformat=".3~g", row=1, col=2, secondary_y=False)
+    fig.update_yaxes(range=[0, 1.02], row=2, col=2, secondary_y=True)  # the seed fallback rate is a share
 
 
 def whole_ticks(fig: go.Figure, last: int, **where) -> go.Figure:
@@ -529,11 +711,13 @@ def run_colour(i: int) -> str:
     return colours[1 + i % (len(colours) - 1)]
 
 
-def figure4(con=None) -> go.Figure:
-    """Figure 4: average hops and p_s of generated vs seed questions, paper bars beside this run's.
+def figure4(con=None, ref: Reference | None = None) -> go.Figure:
+    """Figure 4: average hops and p_s of generated vs seed questions, the paper's bars beside the
+    reference CoEvoKG runs' (given ``ref``) and this store's runs'.
 
-    This run's values are the means over its rounds of ``avg_hops_generated``, ``avg_hops_seed``,
-    ``p_s_generated`` and ``p_s_seed``.
+    A run's values are the means over its rounds of ``avg_hops_generated``, ``avg_hops_seed``,
+    ``p_s_generated`` and ``p_s_seed``; the reference's bar is the mean of its seeds' values, its
+    whisker their range (its value mid-bar, clear of the whisker).
 
     Example:
         >>> [t.name for t in figure4().data]
@@ -547,6 +731,8 @@ def figure4(con=None) -> go.Figure:
         text = [("≈" if a else "") + f"{v:g}" for v, a in zip(rows.value, rows.approx)]
         fig.add_trace(go.Bar(x=rows.group, y=rows.value, text=text, name="paper (Qwen2.5-7B-Instruct)",
                              marker_color=PAPER_COLOUR, showlegend=col == 1), row=1, col=col)
+    if ref is not None and "coevokg" in ref.methods:
+        _figure4_reference(fig, ref)
     keys = [f"{metric}_{group}" for metric in ("avg_hops", "p_s") for group in ("generated", "seed")]
     shown = [r for r in runs.itertuples() if not metrics.empty and any(k in metrics for k in keys)
              and (metrics.run == r.run).any()]
@@ -559,16 +745,126 @@ def figure4(con=None) -> go.Figure:
             fig.add_trace(go.Bar(x=["generated", "seed"], y=y, name=f"this run: {r.run} ({r.method})", text=text,
                                  marker_color=run_colour(r.Index), legendgroup=r.run, showlegend=col == 1), row=1, col=col)
     # values above the bars, level; one too wide for a narrow (notebook-width) bar is left out, not turned
-    fig.update_traces(textposition="outside", textangle=0, cliponaxis=False)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top"),
-                      margin=dict(b=90), uniformtext=dict(minsize=9, mode="hide"))
-    return _layout(fig, "Figure 4: generated vs seed questions", runs[runs.run.isin([r.run for r in shown])],
-                   height=520)
+    fig.update_traces(textposition="outside", textangle=0, cliponaxis=False, selector=lambda t: t.error_y.array is None)
+    fig.update_layout(barmode="group", uniformtext=dict(minsize=9, mode="hide"))
+    fig = _layout(fig, "Figure 4: generated vs seed questions", runs[runs.run.isin([r.run for r in shown])],
+                  height=520, ref=ref)
+    return legend_below(fig, panels_px=340, y=-0.12)
 
 
-def table_caption(name: str, side: str, con=None) -> str:
-    """The first line of a saved table: the paper's numbers and where they are transcribed from, or
-    the store's runs (preset, seed, config of each).
+def _figure4_reference(fig: go.Figure, ref: Reference, method: str = "coevokg") -> None:
+    """The reference ``method``'s Figure 4 bars: per seed the mean over rounds (as a run's bars),
+    then the mean over seeds, with the seeds' range as a whisker and the value in the middle of the
+    bar (above it, or at its top inside, the whisker would cross it)."""
+    m = ref.of(method)
+    keys = [f"{metric}_{g}" for metric in ("avg_hops", "p_s") for g in ("generated", "seed")]
+    per_seed = m[keys].apply(pd.to_numeric, errors="coerce").groupby(m.run).mean()
+    name = f"{ref.label}: {NAMES.get(method, method)}"
+    for col, metric in enumerate(("avg_hops", "p_s"), start=1):
+        cols = [f"{metric}_{g}" for g in ("generated", "seed")]
+        mean, low, high = per_seed[cols].mean(), per_seed[cols].min(), per_seed[cols].max()
+        fig.add_trace(go.Bar(x=["generated", "seed"], y=mean.tolist(), name=name, legendgroup=name,
+                             showlegend=col == 1, marker_color=REFERENCE_COLOURS.get(method, "#555555"),
+                             error_y=dict(type="data", array=(high - mean).tolist(), arrayminus=(mean - low).tolist(),
+                                          color="#999999"),
+                             text=[f"{v:#.3g}" for v in mean], textposition="inside", insidetextanchor="middle",
+                             textangle=0,
+                             customdata=list(zip(low, high)),
+                             hovertemplate="%{y:.4g} (seeds %{customdata[0]:.3g}-%{customdata[1]:.3g})"),
+                      row=1, col=col)
+
+
+def gate_verdicts(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per round, the share of the proposer's candidates the gate admitted, passed beyond its top-k
+    and rejected for each reason (``run_metrics``' ``admitted_rate``, ``passed_rate`` and
+    ``rejections`` counts), averaged over the runs in ``metrics``; rounds without ``passed_rate``
+    (runs from before it was logged) are left out. Each row sums to 1, or 0 in a round without
+    candidates (Search-R1).
+
+    Example:
+        >>> m = pd.DataFrame([dict(run="a", round=0, admitted_rate=0.25, passed_rate=0.5,
+        ...                        rejections={"leak": 1, "weak": 3})])
+        >>> gate_verdicts(m).round(3).to_dict("records")
+        [{'admitted': 0.25, 'passed, beyond top-k': 0.25, 'weak': 0.375, 'leak': 0.125}]
+    """
+    if metrics.empty or "passed_rate" not in metrics:
+        return pd.DataFrame()
+    rows = []
+    for r in metrics[metrics.passed_rate.notna()].to_dict("records"):
+        rejected = r.get("rejections") if isinstance(r.get("rejections"), dict) else {}
+        # a share of all candidates: the rejected ones are (1 - passed_rate) of them, split by count
+        per = (1 - r["passed_rate"]) / sum(rejected.values()) if rejected and sum(rejected.values()) else 0.0
+        rows.append({"run": r["run"], "round": r["round"], "admitted": r.get("admitted_rate") or 0.0,
+                     "passed, beyond top-k": r["passed_rate"] - (r.get("admitted_rate") or 0.0),
+                     **{reason: n * per for reason, n in rejected.items()}})
+    if not rows:
+        return pd.DataFrame()
+    shares = pd.DataFrame(rows).fillna(0.0).drop(columns="run").groupby("round").mean()
+    reasons = shares.columns[2:]
+    return shares[[*shares.columns[:2], *shares[reasons].sum().sort_values(ascending=False).index]]
+
+
+def gate_rejections(con=None, run: str | None = None, ref: Reference | None = None,
+                    method: str = "coevokg") -> go.Figure:
+    """The quality gate's verdicts per round (ours; the paper reports none): stacked shares of the
+    proposer's candidates admitted, passed beyond the gate's top-k, and rejected by each reason
+    (``gate_verdicts``), for ``run`` (default: the store's latest run with candidates) beside the
+    reference ``method``'s runs (mean over seeds), one colour per verdict in both panels.
+
+    Example:
+        >>> fig = gate_rejections(ref=reference.load())
+        >>> [t.name for t in fig.data if t.showlegend][:3]
+        ['admitted', 'passed, beyond top-k', 'weak']
+    """
+    runs, metrics = store_runs(con), run_metrics(con)
+    run = run if run is not None else _latest_with_candidates(runs, metrics)
+    panels = []
+    if run is not None and not (mine := gate_verdicts(metrics[metrics.run == run])).empty:
+        panels.append((f"this run: {run}", mine))
+    else:
+        run = None
+    if ref is not None and method in ref.methods:
+        panels.append((f"reference {NAMES.get(method, method)}, mean of {len(ref.seeds)} seeds",
+                       gate_verdicts(ref.of(method))))
+    fig = make_subplots(rows=1, cols=max(1, len(panels)), shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=[title for title, _ in panels] or ["no gate verdicts recorded"])
+    verdicts = list(dict.fromkeys(v for _, shares in panels for v in shares.columns))
+    for col, (_, shares) in enumerate(panels, start=1):
+        for i, verdict in enumerate(verdicts):
+            if verdict in shares:
+                fig.add_trace(go.Bar(x=shares.index, y=shares[verdict], name=verdict, legendgroup=verdict,
+                                     showlegend=col == _first_panel(panels, verdict),
+                                     marker_color=GATE_COLOURS.get(verdict, run_colour(i)),
+                                     hovertemplate=f"{verdict}: %{{y:.1%}}<br>round %{{x}}<extra></extra>"),
+                              row=1, col=col)
+        whole_ticks(fig, int(shares.index.max()) if len(shares) else 1, title_text="round", row=1, col=col)
+    fig.update_yaxes(title_text="share of candidates", range=[0, 1], tickformat=".0%", row=1, col=1)
+    fig.update_layout(barmode="stack", bargap=0.15)
+    shown = runs[runs.run == run] if run is not None else runs.iloc[0:0]
+    fig = _layout(fig, "Gate verdicts per round: admitted, passed, rejected by reason", shown, height=520, ref=ref)
+    return legend_below(fig, panels_px=330, y=-0.2)
+
+
+def _first_panel(panels: list, verdict: str) -> int:
+    """The first panel (1-based) that has ``verdict``: its legend entry is drawn there, once."""
+    return next(i for i, (_, shares) in enumerate(panels, start=1) if verdict in shares)
+
+
+def _latest_with_candidates(runs: pd.DataFrame, metrics: pd.DataFrame) -> str | None:
+    """The store's newest run whose rounds logged gate verdicts with at least one candidate."""
+    if metrics.empty or "passed_rate" not in metrics:
+        return None
+    has = metrics[metrics.passed_rate.notna()]
+    rejected = has.rejections.map(lambda r: isinstance(r, dict) and bool(r)) if "rejections" in has else False
+    has = has[(has.passed_rate > 0) | rejected]
+    candidates = [r for r in runs.run if r in set(has.run)]
+    return candidates[-1] if candidates else None
+
+
+def table_caption(name: str, side: str, con=None, ref: Reference | None = None) -> str:
+    """The first line of a saved table: the paper's numbers and where they are transcribed from,
+    the reference runs' provenance (``side`` "reference"), or the store's runs (preset, seed,
+    config of each).
 
     Example:
         >>> table_caption("table2_buildup", "paper")
@@ -576,32 +872,44 @@ def table_caption(name: str, side: str, con=None) -> str:
     """
     if side == "paper":
         return f"{name} — the paper's numbers (seed 000, transcribed in data/paper/ with provenance)"
+    if side == "reference" and ref is not None:
+        return f"{name} — {ref.label}, mean over seeds with a 95% t interval; {ref.describe()}"
     return f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
 
 
-def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None) -> list[Path]:
-    """Build every paper table and figure (paper vs the runs in ``db``) and save them; return the paths.
+# build_all's file suffix of each table side
+_SUFFIX = {"paper": "paper", "this run": "run", "reference": "reference"}
 
-    ``db`` defaults to ``paths.default_db()``; ``paper_only`` ignores the store.
+
+def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None,
+              with_reference: bool = True) -> list[Path]:
+    """Build every paper table and figure and the gate's verdicts: the paper vs the runs in ``db``
+    vs the shipped reference runs (``reference.load()``); save them and return the paths.
+
+    ``db`` defaults to ``paths.default_db()``; ``paper_only`` shows the paper's numbers alone (no
+    store, no reference); ``with_reference=False`` leaves the reference out.
 
     Example:
         >>> written = build_all(paper_only=True, out_dir=tmp)  # doctest: +SKIP
     """
     db = db if db is not None else paths.default_db()
     con = None if paper_only else open_store(db)
+    ref = reference.load() if with_reference and not paper_only else None
     if not paper_only:
-        print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers alone")
+        print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers"
+              + (" and the reference runs" if ref else " alone"))
     written: list[Path] = []
     try:
         for name, builder in (("table1_main_results", table1), ("table2_buildup", table2)):
-            tables, fig = builder(con)
+            tables, fig = builder(con, ref=ref)
             for side, df in tables.items():
                 if not df.empty:
-                    suffix = "paper" if side == "paper" else "run"
-                    written += save_table(df, f"{name}_{suffix}", table_caption(name, side, con), out_dir)
+                    written += save_table(df, f"{name}_{_SUFFIX[side]}", table_caption(name, side, con, ref), out_dir)
             written += save_fig(fig, name, out_dir)
-        written += save_fig(figure3(con), "figure3_training_dynamics", out_dir)
-        written += save_fig(figure4(con), "figure4_generated_vs_seed", out_dir)
+        written += save_fig(figure3(con, ref), "figure3_training_dynamics", out_dir)
+        written += save_fig(figure4(con, ref), "figure4_generated_vs_seed", out_dir)
+        if con is not None or ref is not None:  # ours, not the paper's: nothing to show from the paper alone
+            written += save_fig(gate_rejections(con, ref=ref), "gate_rejections", out_dir)
     finally:
         if con is not None:
             con.close()
