@@ -214,6 +214,7 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
     """
     from workbench.config import preset as get_preset
     from workbench.method.progress import quiet_weight_bars
+    from workbench.policy.generation import backend_settings
     from workbench.policy.model import Policy, model_labels
     from workbench.policy.rollout import load_questions, score_questions
     from workbench.search.tool import SearchTool
@@ -228,7 +229,7 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         labels = model_labels(model_path)
         backbone, method = eval_backbone(backbone or labels["backbone"], preset), method or labels["method"]
         make_eval_id(con, backbone, method, dataset, split)  # validates the labels before the slow part
-        policy = Policy.load(model_path)
+        policy = Policy.load(model_path, **backend_settings(cfg.rollout))
         search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
         start = time.perf_counter()
         scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size)
