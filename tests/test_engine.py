@@ -200,6 +200,17 @@ def policy_base(db) -> str:
         con.close()
 
 
+def test_evaluation_builds_its_backend_from_the_config_or_its_option(db, monkeypatch):
+    from workbench.cli import main
+
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ImportError, match="rollout.backend='vllm' needs vLLM"):
+        main(["eval", "--db", db, "--model", policy_base(db), "--dataset", "tinyworld", "--limit", "1",
+              "--backend", "vllm"])
+    assert main(["eval", "--db", db, "--model", policy_base(db), "--dataset", "tinyworld", "--limit", "1",
+                 "--backend", "hf"]) == 0
+
+
 def test_lora_resume_gives_the_uninterrupted_run(db):
     from workbench.method.train import train
 
@@ -210,3 +221,98 @@ def test_lora_resume_gives_the_uninterrupted_run(db):
                     log=None, overrides=LORA)
     strip = [{k: v for k, v in r.items() if not k.startswith(("time_", "search_cache"))} for r in (whole + resumed)]
     assert strip[2:] == strip[:2]
+
+
+# -- the vLLM backend's glue, against a stand-in for vllm (the real one needs CUDA) ------------------
+
+class _Params:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class _FakeLLM:
+    """Answers like ``vllm.LLM``: a first pass writes ``x <answer>`` (stopping at the marker when
+    asked to), a constrained pass writes its first choice."""
+
+    def __init__(self, **kw):
+        self.kw, self.calls, self.loaded, self.resets = kw, [], [], 0
+
+    def generate(self, prompts, params, use_tqdm=False, lora_request=None):
+        from types import SimpleNamespace as NS
+
+        self.calls.append((prompts, params, lora_request))
+        outs = []
+        for p in params:
+            so = getattr(p, "structured_outputs", None)
+            if so is not None:
+                ids, text, hit = [21, 22], so.choice[0], "</answer>"
+            elif "<answer>" in p.stop:
+                ids, text, hit = [11, 12], "x <answer>", "<answer>"
+            else:
+                ids, text, hit = [11, 13], "x y", None
+            lps = [{t: NS(logprob=-0.5)} for t in ids]
+            outs.append(NS(outputs=[NS(token_ids=ids, text=text, logprobs=lps, stop_reason=hit,
+                                       finish_reason="stop")]))
+        return outs
+
+    def collective_rpc(self, fn, args=()):
+        from types import SimpleNamespace as NS
+
+        fn(NS(model_runner=NS(model=NS(load_weights=lambda weights: self.loaded.append(dict(weights))))), *args)
+
+    def reset_prefix_cache(self):
+        self.resets += 1
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    from types import ModuleType, SimpleNamespace as NS
+
+    mods = {name: ModuleType(name) for name in ("vllm", "vllm.inputs", "vllm.sampling_params", "vllm.lora",
+                                                 "vllm.lora.request")}
+    mods["vllm"].LLM, mods["vllm"].SamplingParams = _FakeLLM, _Params
+    mods["vllm.inputs"].TokensPrompt = lambda prompt_token_ids: {"ids": prompt_token_ids}
+    mods["vllm.sampling_params"].StructuredOutputsParams = _Params
+    mods["vllm.lora.request"].LoRARequest = lambda name, n, path: NS(lora_name=name, lora_int_id=n, path=path)
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # so that teardown restores the real state
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+
+
+def test_vllm_backend_seeds_rows_apart_and_answers_choices_in_two_passes(fake_vllm, tok):
+    from workbench.policy.generation import Choices, VLLMBackend
+
+    b = VLLMBackend("model-dir", tok)
+    plain = b.generate([[1, 2], [1, 2]], max_new_tokens=8, temperature=0.6, top_p=0.9, stop=("</answer>",), seed=7)
+    assert [g.finish_reason for g in plain] == ["eos", "eos"] and plain[0].logprobs == [-0.5, -0.5]
+    seeds = [p.seed for p in b.llm.calls[0][1]]
+    assert len(set(seeds)) == 2  # G copies of a prompt must not share a sampling stream
+    gens = b.generate([[1, 2], [3]], max_new_tokens=8, temperature=0.6, top_p=0.9, stop=("</answer>",), seed=7,
+                      choices=Choices("<answer>", [["Rome</answer>"], ["Ann</answer>"]]))
+    assert [g.text for g in gens] == ["x <answer>Rome</answer>", "x <answer>Ann</answer>"]
+    assert gens[0].token_ids == [11, 12, 21, 22] and gens[0].finish_reason == "stop"
+    prompts, params, _ = b.llm.calls[-1]
+    assert prompts[0] == {"ids": [1, 2, 11, 12]} and params[0].max_tokens == 6  # the rest of the budget
+    assert b.llm.kw["logprobs_mode"] == "raw_logprobs"
+
+
+def test_vllm_backend_sync_loads_merged_weights_or_serves_the_adapter(fake_vllm, policy):
+    import os
+
+    from workbench.policy.generation import VLLMBackend
+
+    merged = VLLMBackend("model-dir", policy.tokenizer)
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # weights reach the worker in this process
+    policy.add_lora(4, 8, seed=0)
+    merged.sync(policy.model)
+    (weights,) = merged.llm.loaded
+    assert weights.keys() == lora.merged_state_dict(policy.model).keys() and merged.llm.resets == 1
+    hot = VLLMBackend("model-dir", policy.tokenizer, sync="lora", lora_rank=4)
+    assert hot.llm.kw["enable_lora"] and hot.llm.kw["max_lora_rank"] == 8  # the smallest rank vLLM takes
+    hot.sync(policy.model)
+    hot.sync(policy.model)
+    assert hot.lora_request.lora_int_id == 2 and not hot.llm.loaded
+    assert sorted(p.name for p in hot._adapters.iterdir()) == ["v2"]  # older adapters are removed
+    hot.generate([[1]], max_new_tokens=2, temperature=0, top_p=1)
+    assert hot.llm.calls[-1][2] is hot.lora_request

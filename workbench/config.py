@@ -83,9 +83,9 @@ class RolloutConfig:
     top_p: float = 0.95  # paper
     max_new_tokens: int = 64  # ours: per turn
     max_total_tokens: int = 1024  # ours
-    backend: str = "auto"  # generation engine: hf | vllm | auto (vLLM on CUDA when installed, else hf); policy.generation
+    backend: str = "auto"  # generation engine: hf | vllm | auto (vLLM on CUDA when installed, else hf)
     vllm_memory: float = 0.3  # ours: share of GPU memory the vLLM engine may take (the trainer shares the GPU)
-    vllm_sync: str = "merged"  # how trained weights reach vLLM: merged (weights loaded in place) | lora (adapter hot-loaded)
+    vllm_sync: str = "merged"  # trained weights reach vLLM: merged (loaded in place) | lora (adapter hot-loaded)
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class MethodConfig:
     max_non_finite: int = 3  # consecutive non-finite optimiser steps (minibatches count each) before a run stops; ours
     minibatches: int = 4  # ours: optimiser steps per round, each on a 1/n share of the round's batch (LOG.md)
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
-    lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0 trains LoRA adapters on every block linear layer (policy.lora)
+    lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer
     lora_alpha: int = 32  # ours: LoRA's alpha (the adapters' scale is alpha / rank)
     proposer_max_new_tokens: int = 48  # ours
     proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text

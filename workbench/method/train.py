@@ -283,8 +283,9 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
 
 def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
     """Write ``checkpoints/round-NNNNNN`` whole (the policy's ``model``, or a LoRA policy's
-    ``adapter`` only; ``Trainer.state_dict``; ``state.json`` last) under a temporary name, rename it into place, then delete older checkpoints: a kill at
-    any point leaves the last complete one for :func:`latest_checkpoint`."""
+    ``adapter`` only; ``Trainer.state_dict``; ``state.json`` last) under a temporary name, rename it
+    into place, then delete older checkpoints: a kill at any point leaves the last complete one for
+    :func:`latest_checkpoint`."""
     root = folder / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"round-{state['completed']:06d}"

@@ -192,7 +192,8 @@ class Policy:
         """A context in which the model is its adapter-free base: the reference policy of a LoRA run
         (no second copy of the weights)."""
         if not self.is_lora:
-            raise ValueError("base_only: the policy has no LoRA adapters (method.lora_rank = 0 keeps a separate reference)")
+            raise ValueError("base_only: the policy has no LoRA adapters "
+                             "(method.lora_rank = 0 keeps a separate reference)")
         return self.model.disable_adapter()
 
     def save_adapter(self, directory: str | Path) -> Path:
@@ -305,9 +306,10 @@ def gather_logprobs(hidden: torch.Tensor, head, targets: torch.Tensor, with_entr
     """``log_softmax(head(hidden[:, :-1]).float())`` gathered at ``targets`` ([B, T-1]), and the
     entropy of each of those positions' predictions (no grad; None unless ``with_entropy``).
 
-    At most ``chunk_elements`` (default ``LOGPROB_CHUNK_ELEMENTS``) float32 logits exist at once: positions are taken in chunks, and
-    under autograd each chunk is checkpointed (its logits are recomputed in the backward pass,
-    not kept). A batch within one chunk is computed exactly as the full computation.
+    At most ``chunk_elements`` (default ``LOGPROB_CHUNK_ELEMENTS``) float32 logits exist at once:
+    positions are taken in chunks, and under autograd each chunk is checkpointed (its logits are
+    recomputed in the backward pass, not kept). A batch within one chunk is computed exactly as
+    the full computation (the tiny tier's batches are).
 
     Example:
         >>> h, head = torch.randn(2, 5, 8), torch.nn.Linear(8, 11)
