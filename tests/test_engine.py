@@ -283,9 +283,12 @@ def fake_vllm(monkeypatch):
 def test_vllm_backend_seeds_rows_apart_and_answers_choices_in_two_passes(fake_vllm, tok):
     from workbench.policy.generation import Choices, VLLMBackend
 
-    b = VLLMBackend("model-dir", tok)
+    import math
+
+    b = VLLMBackend("model-dir", tok, logprobs=True)
     plain = b.generate([[1, 2], [1, 2]], max_new_tokens=8, temperature=0.6, top_p=0.9, stop=("</answer>",), seed=7)
     assert [g.finish_reason for g in plain] == ["eos", "eos"] and plain[0].logprobs == [-0.5, -0.5]
+    assert b.llm.calls[0][1][0].logprobs == 0
     seeds = [p.seed for p in b.llm.calls[0][1]]
     assert len(set(seeds)) == 2  # G copies of a prompt must not share a sampling stream
     gens = b.generate([[1, 2], [3]], max_new_tokens=8, temperature=0.6, top_p=0.9, stop=("</answer>",), seed=7,
@@ -295,6 +298,10 @@ def test_vllm_backend_seeds_rows_apart_and_answers_choices_in_two_passes(fake_vl
     prompts, params, _ = b.llm.calls[-1]
     assert prompts[0] == {"ids": [1, 2, 11, 12]} and params[0].max_tokens == 6  # the rest of the budget
     assert b.llm.kw["logprobs_mode"] == "raw_logprobs"
+    lean = VLLMBackend("model-dir", tok)  # the default: no per-token log-probs, the trainer computes them
+    (g,) = lean.generate([[1]], max_new_tokens=4, temperature=0.6, top_p=1.0, seed=1)
+    assert lean.llm.calls[0][1][0].logprobs is None and all(math.isnan(x) for x in g.logprobs)
+    assert not lean.trainer_logprobs
 
 
 def test_vllm_backend_sync_loads_merged_weights_or_serves_the_adapter(fake_vllm, policy):

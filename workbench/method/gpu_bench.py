@@ -13,8 +13,10 @@ not need trained weights; ``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1-8B):
 * ``update``: one policy-update step as ``Trainer._step`` runs it (``Policy.token_logprobs`` with
   entropy, the reference's log-probs, ``update.policy_loss``, backward, clipping, AdamW) on
   ``update_batch`` x ``update_tokens`` tokens, LoRA rank ``lora_rank`` (0: full fine-tune):
-  seconds a step, the reference forward's share, peak GPU memory, and TFLOP/s by 6 N T against
-  a measured bf16 matmul rate.
+  seconds a step, the reference forward's share, the trainer's own old-policy log-probs (the
+  forward the update adds when vLLM samples: ``Trainer.recompute_old_logprobs``, instead of
+  vLLM's per-token log-probs, which halve its throughput), peak GPU memory, and TFLOP/s by
+  6 N T against a measured bf16 matmul rate.
 * ``round`` (with ``round_model``, a model directory): one CoEvoKG round of ``train`` on ``db``
   at ``preset`` with ``overrides``: seconds per stage (the round's ``time_*`` keys), peak GPU
   memory, and the paper's 314 optimiser steps extrapolated beside Search-R1's reported 36-126 s a
@@ -327,13 +329,23 @@ def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, st
         _sync(device)
         return time.perf_counter() - start, ref_s
 
+    def old_logprobs() -> float:  # what the update adds when the backend's log-probs are not the trainer's
+        _sync(device)
+        start = time.perf_counter()
+        with torch.no_grad():
+            policy.token_logprobs(ids, mask)
+        _sync(device)
+        return time.perf_counter() - start
+
     step()  # warm-up (kernel selection, allocator)
     _reset_peak(device)
     timings = [step() for _ in range(steps)]
     seconds = sum(t for t, _ in timings) / steps
+    old_s = sum(old_logprobs() for _ in range(steps)) / steps
     tokens = update_batch * update_tokens
     return {"batch": update_batch, "tokens_per_row": update_tokens, "lora_rank": lora_rank, "trainer": trainer_kind,
-            "step_s": seconds, "reference_s": sum(r for _, r in timings) / steps, "peak_gib": _peak_gib(device),
+            "step_s": seconds, "reference_s": sum(r for _, r in timings) / steps, "old_logprobs_s": old_s,
+            "peak_gib": _peak_gib(device),
             "tflops_6nt": step_tflops(spec, tokens, seconds), "matmul_tflops": matmul_tflops(device),
             "unsloth_step_s": UNSLOTH_STEP_S}
 

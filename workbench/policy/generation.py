@@ -288,7 +288,10 @@ class VLLMBackend:
     as a new ``LoRARequest`` (the engine is built with ``enable_lora``). Weights reach the worker as
     tensors in this process, so the engine core runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
     set unless the caller set it). ``choices`` run in two passes: up to the marker, then one of the
-    row's strings under vLLM's structured-output ``choice`` constraint.
+    row's strings under vLLM's structured-output ``choice`` constraint. Per-token log-probs are
+    asked for only with ``logprobs=True`` (they cost ~40% of its throughput at batch 256, issue 14):
+    by default each ``Generation.logprobs`` is NaN and the trainer computes the old-policy log-probs
+    itself (``trainer_logprobs`` is False), in its own precision.
 
     Example (GPU only, not run here):
         >>> VLLMBackend("runs/warmstart", tokenizer)  # doctest: +SKIP
@@ -298,12 +301,12 @@ class VLLMBackend:
     trainer_logprobs = False  # bf16 serving kernels: the update recomputes old log-probs
 
     def __init__(self, model_path: str, tokenizer, sync: str = "merged", lora_rank: int = 0,
-                 gpu_memory_utilization: float = 0.3, **llm_kwargs):
+                 gpu_memory_utilization: float = 0.3, logprobs: bool = False, **llm_kwargs):
         if sync not in SYNC_MODES:
             raise ValueError(f"rollout.vllm_sync={sync!r}: expected one of {list(SYNC_MODES)}")
         vllm = _import_vllm()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        self.tokenizer, self.sync_mode = tokenizer, sync
+        self.tokenizer, self.sync_mode, self.logprobs = tokenizer, sync, logprobs
         self.lora_request = None  # the adapter served now (sync "lora", after the first sync)
         self._adapters: Path | None = None
         if sync == "lora" and lora_rank > 0:
@@ -350,7 +353,7 @@ class VLLMBackend:
             extra["structured_outputs"] = StructuredOutputsParams(choice=list(choice))
         return SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0, top_k=-1,
                               max_tokens=max_tokens, stop=list(stop), include_stop_str_in_output=True,
-                              logprobs=0, seed=seed, **extra)
+                              logprobs=0 if self.logprobs else None, seed=seed, **extra)
 
     def _run(self, prompt_ids: list[list[int]], params: list) -> list[tuple[Generation, str | None]]:
         """(generation, the stop string that ended it or None) per prompt."""
@@ -364,8 +367,9 @@ class VLLMBackend:
             ids = list(c.token_ids)
             stopped = c.stop_reason if isinstance(c.stop_reason, str) else None
             reason = "length" if c.finish_reason == "length" else "stop" if stopped else "eos"
-            result.append((Generation(c.text, ids, [lp[t].logprob for lp, t in zip(c.logprobs, ids)], reason),
-                           stopped))
+            logprobs = ([lp[t].logprob for lp, t in zip(c.logprobs, ids)] if self.logprobs
+                        else [float("nan")] * len(ids))  # not computed: the trainer computes its own
+            result.append((Generation(c.text, ids, logprobs, reason), stopped))
         return result
 
     def generate(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
