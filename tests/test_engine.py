@@ -211,6 +211,25 @@ def test_evaluation_builds_its_backend_from_the_config_or_its_option(db, monkeyp
                  "--backend", "hf"]) == 0
 
 
+def test_a_run_started_before_the_engine_settings_resumes(db):
+    """Runs stored before rollout.backend, method.lora_rank and the rest existed resume as they were."""
+    import json
+
+    from workbench.method.train import train
+
+    train(db, run="older", method="search_r1", preset="smoke", steps=1, progress=False, log=None)
+    con = store.connect(db)
+    (config,) = con.execute("SELECT config FROM runs WHERE run = 'older'").fetchone()
+    old = json.loads(config)
+    for section, keys in (("rollout", ("backend", "vllm_memory", "vllm_sync")), ("method", ("lora_rank", "lora_alpha"))):
+        for key in keys:
+            del old[section][key]
+    con.execute("UPDATE runs SET config = ? WHERE run = 'older'", [json.dumps(old)])
+    con.close()
+    rows = train(db, run="older", method="search_r1", preset="smoke", steps=2, resume=True, progress=False, log=None)
+    assert [r["round"] for r in rows] == [0, 1]
+
+
 def test_lora_resume_gives_the_uninterrupted_run(db):
     from workbench.method.train import train
 

@@ -67,3 +67,15 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     assert {"proposer_gate", "rollouts", "rewards", "update", "sync", "write_back"} <= set(rnd["stages_s"])
     assert rnd["s_per_optimiser_step"] == pytest.approx(rnd["round_s"] / 2)
     assert set(r["goals"].values()) == {None}  # the goals are stated for the 3B shape
+
+
+def test_the_command_prints_the_json(capsys):
+    import json
+
+    argv = ["bench", "gpu", "--device", "cpu", "--shape", "tiny-test", "--engines", "hf", "--batch", "2",
+            "--prompt-tokens", "4", "--new-tokens", "2", "--lora-rank", "0", "--update-batch", "2",
+            "--update-tokens", "8", "--update-steps", "1"]
+    assert main(argv) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["update"]["trainer"] == "full" and r["generation"]["engines"]["hf"]["tokens"] == 4
+    assert "skipped" in r["round"]
