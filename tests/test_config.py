@@ -59,3 +59,16 @@ def test_enumerations_match_the_method_layer():
         make_verifier("oracle", policy=None)
     assert not config.RULES["pool.min_hops"][0](MIN_RELATIONAL_HOPS - 1, None)
     assert config.RULES["pool.min_hops"][0](MIN_RELATIONAL_HOPS, None)
+
+
+def test_engine_enumerations_match_the_policy_layer():
+    """rollout.backend and rollout.vllm_sync name what policy.generation builds (issue 14)."""
+    from workbench.policy.generation import BACKENDS, SYNC_MODES
+
+    assert sorted(config.BACKENDS) == sorted(BACKENDS)
+    assert sorted(config.VLLM_SYNC) == sorted(SYNC_MODES)
+    with pytest.raises(ValueError, match="config field 'rollout.backend': expected one of"):
+        preset("smoke", **{"rollout.backend": "tgi"})
+    with pytest.raises(ValueError, match="config field 'method.lora_rank': expected an integer >= 0"):
+        preset("smoke", **{"method.lora_rank": -1})
+    assert preset("tiny").method.lora_rank == 0  # the tiny tier fine-tunes every weight

@@ -83,6 +83,9 @@ class RolloutConfig:
     top_p: float = 0.95  # paper
     max_new_tokens: int = 64  # ours: per turn
     max_total_tokens: int = 1024  # ours
+    backend: str = "auto"  # generation engine: hf | vllm | auto (vLLM on CUDA when installed, else hf)
+    vllm_memory: float = 0.3  # ours: share of GPU memory the vLLM engine may take (the trainer shares the GPU)
+    vllm_sync: str = "merged"  # trained weights reach vLLM: merged (loaded in place) | lora (adapter hot-loaded)
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ class MethodConfig:
     max_non_finite: int = 3  # consecutive non-finite optimiser steps (minibatches count each) before a run stops; ours
     minibatches: int = 4  # ours: optimiser steps per round, each on a 1/n share of the round's batch (LOG.md)
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
+    lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer
+    lora_alpha: int = 32  # ours: LoRA's alpha (the adapters' scale is alpha / rank)
     proposer_max_new_tokens: int = 48  # ours
     proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
@@ -215,6 +220,8 @@ GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGG
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 POOL_SAMPLING = ("evidence", "uniform")
 INDEXES = ("bm25", "dense")
+BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
+VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
 
 # (check(value, its section), what is expected) per field; every float must also be finite.
 RULES: dict[str, tuple] = {
@@ -239,6 +246,11 @@ RULES: dict[str, tuple] = {
     "rollout.top_p": (lambda v, _: 0 < v <= 1, "a probability in (0, 1]"),
     "rollout.max_new_tokens": (_at_least(1), "an integer >= 1"),
     "rollout.max_total_tokens": (lambda v, s: v >= s.max_new_tokens, "an integer >= rollout.max_new_tokens"),
+    "rollout.backend": (_one_of(*BACKENDS), f"one of {list(BACKENDS)}"),
+    "rollout.vllm_memory": (lambda v, _: 0 < v <= 1, "a share of GPU memory in (0, 1]"),
+    "rollout.vllm_sync": (_one_of(*VLLM_SYNC), f"one of {list(VLLM_SYNC)}"),
+    "method.lora_rank": (_at_least(0), "an integer >= 0 (0 = full fine-tune)"),
+    "method.lora_alpha": (_at_least(1), "an integer >= 1"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1")
        for k in ("steps", "chains_per_round", "candidates_per_chain", "admit_top_k", "max_non_finite",
                  "micro_batch", "proposer_max_new_tokens")},

@@ -200,20 +200,22 @@ def eval_preset(eval_id: str) -> str | None:
 
 def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limit: int | None = None,
              index: str | None = None, preset: str | None = None, backbone: str | None = None,
-             method: str | None = None, batch_size: int = 64, log=print) -> str:
+             method: str | None = None, batch_size: int = 64, backend: str | None = None, log=print) -> str:
     """Evaluate a model greedily on a dataset split, store per-question outcomes, return the eval id.
 
     Prints EM per family (per dataset for imported QA) and the macro average with bootstrap 95%
     intervals. ``preset`` (its turns, token and top-k budgets) defaults to the model's own
     (``resolve_preset``; a contradicting one is refused) and ends the id's backbone label
     (``eval_backbone``). ``backbone``/``method`` label the Table 1 row (default: the model
-    directory's ``workbench.json``, see ``model_labels``). The store is unchanged on any error.
+    directory's ``workbench.json``, see ``model_labels``). ``backend`` (hf | vllm | auto) is the
+    generation engine, default the preset's ``rollout.backend``. The store is unchanged on any error.
 
     Example:
         >>> # eval_id = evaluate("data/tiny.duckdb", "data/models/base", "tinyworld", split="test", limit=50)
     """
     from workbench.config import preset as get_preset
     from workbench.method.progress import quiet_weight_bars
+    from workbench.policy.generation import backend_settings
     from workbench.policy.model import Policy, model_labels
     from workbench.policy.rollout import load_questions, score_questions
     from workbench.search.tool import SearchTool
@@ -228,7 +230,8 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         labels = model_labels(model_path)
         backbone, method = eval_backbone(backbone or labels["backbone"], preset), method or labels["method"]
         make_eval_id(con, backbone, method, dataset, split)  # validates the labels before the slow part
-        policy = Policy.load(model_path)
+        settings = backend_settings(cfg.rollout)
+        policy = Policy.load(model_path, **{**settings, "backend": backend or settings["backend"]})
         search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
         start = time.perf_counter()
         scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size)

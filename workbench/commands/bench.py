@@ -1,4 +1,4 @@
-"""``workbench bench walks|retrieval|rollout|loop|server``: speed figures as JSON, ratios measured in one run."""
+"""``workbench bench walks|retrieval|rollout|loop|server|gpu``: speed figures as JSON, ratios measured in one run."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 import inspect
 import json
 
-from workbench.commands import db_path
+from workbench.commands import add_set, db_path, overrides
 
 # name -> (module, function, help); each function takes keyword arguments named like the bench's
 # options (``--batch-sizes`` -> ``batch_sizes``) and returns a dict.
@@ -18,6 +18,8 @@ BENCHES = {
     "loop": ("workbench.method.bench", "bench_loop", "CoEvoKG round overhead, path support, write-back rates"),
     "server": ("workbench.search.server_bench", "bench_server",
                "retrieval server under load on loopback: keep-alive vs new connections, 50/200 clients"),
+    "gpu": ("workbench.method.gpu_bench", "bench_gpu",
+            "the GPU engine (CUDA): vLLM vs HF tokens/s against the HBM roofline, LoRA update step, a round's stages"),
 }
 
 
@@ -29,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=_runner(module, func))
         if name == "server":
             _server_args(p)
+        elif name == "gpu":
+            _gpu_args(p)
         elif name == "walks":
             p.add_argument("--edges", type=int, default=1_000_000, help="edges of the synthetic graph")
             p.add_argument("--walks", type=int, default=None, help="CSR walks to time (default: scaled)")
@@ -60,6 +64,27 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    help="seconds a client waits for one answer (default 10)")
 
 
+def _gpu_args(p: argparse.ArgumentParser) -> None:
+    # shapes are checked by bench_gpu: importing it here would load torch for every command
+    p.add_argument("--shape", default="qwen2.5-3b",
+                   help="model shape, random weights: qwen2.5-3b (default), qwen2.5-7b, llama-3.1-8b, tiny-test")
+    p.add_argument("--device", default="cuda",
+                   help="cuda or cuda:N (cpu only with --shape tiny-test: a plumbing check)")
+    p.add_argument("--engines", nargs="+", choices=["vllm", "hf"], default=["vllm", "hf"])
+    p.add_argument("--batch", type=int, default=256, help="generation: prompts at once (default 256)")
+    p.add_argument("--prompt-tokens", dest="prompt_tokens", type=int, default=512)
+    p.add_argument("--new-tokens", dest="new_tokens", type=int, default=256, help="every row generates this many")
+    p.add_argument("--lora-rank", dest="lora_rank", type=int, default=16, help="update: LoRA rank (0 = full fine-tune)")
+    p.add_argument("--update-batch", dest="update_batch", type=int, default=8)
+    p.add_argument("--update-tokens", dest="update_tokens", type=int, default=1024)
+    p.add_argument("--update-steps", dest="update_steps", type=int, default=3, help="timed steps after one warm-up")
+    p.add_argument("--round-model", dest="round_model", default=None,
+                   help="also time one CoEvoKG round with this model directory on --db")
+    p.add_argument("--preset", default="tiny", help="the round's preset")
+    p.add_argument("--db", default=None, help="the round's store (default: the preset's)")
+    add_set(p)
+
+
 def _runner(module: str, func: str):
     def run(args: argparse.Namespace) -> int:
         bench = getattr(importlib.import_module(module), func)
@@ -82,5 +107,7 @@ def _keywords(bench, args: argparse.Namespace) -> dict:
     given = {k: v for k, v in vars(args).items() if v is not None}
     if "db" in vars(args) and "preset" in vars(args):
         given["db"] = db_path(args)
+    if "overrides" in vars(args):
+        given["overrides"] = overrides(args)
     accepted = inspect.signature(bench).parameters
     return {k: v for k, v in given.items() if k in accepted}

@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "contradicts the model's is refused. The eval id's backbone ends in -PRESET")
     p.add_argument("--backbone", default=None, help="Table 1 row label (default: from workbench.json)")
     p.add_argument("--method", default=None, help="Table 1 row label (default: from workbench.json)")
+    p.add_argument("--backend", choices=["auto", "hf", "vllm"], default=None,
+                   help="generation engine (default: the preset's rollout.backend, auto = vLLM on CUDA when installed)")
     p.set_defaults(func=run_eval)
 
     p = sub.add_parser("compare", help="exact two-sided paired sign test between two evaluations",
@@ -45,7 +47,8 @@ def run_eval(args: argparse.Namespace) -> int:
     # without --db, the store of the model's preset (data/smoke.duckdb for a smoke model)
     db = existing_db(argparse.Namespace(db=args.db, preset=args.preset or model_preset(args.model)))
     eval_id = evaluate(db, args.model, args.dataset, split=args.split, limit=args.limit,
-                       index=args.index, preset=args.preset, backbone=args.backbone, method=args.method)
+                       index=args.index, preset=args.preset, backbone=args.backbone, method=args.method,
+                       backend=args.backend)
     print(eval_id)
     return 0
 

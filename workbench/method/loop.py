@@ -263,13 +263,21 @@ def make_verifier(name: str, policy, max_new_tokens: int = 256):
 
 class Trainer:
     """Holds the policy, its frozen reference, the optimiser and the search tool of one run, and
-    runs its rounds (:meth:`run_round`)."""
+    runs its rounds (:meth:`run_round`).
+
+    ``reference`` is a separate frozen policy for a full fine-tune; a LoRA policy
+    (``method.lora_rank`` > 0) takes None and its adapter-free base is the reference
+    (``Policy.base_only``: no second copy of the weights). The optimiser holds the trainable
+    parameters only (every weight for a full fine-tune, the adapters for LoRA)."""
 
     def __init__(self, con, cfg: Config, spec: MethodSpec, run: str, policy, reference, search):
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
-        self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=m.lr, weight_decay=0.0)
+        if reference is None and not policy.is_lora:
+            raise ValueError("Trainer: a full fine-tune (method.lora_rank = 0) needs a reference policy")
+        self.optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=m.lr,
+                                           weight_decay=0.0)
         self.guard = NonFiniteGuard(m.max_non_finite)
         self.kl = AdaptiveKL(m.kl_coef, m.kl_target, m.kl_horizon)
         self.solver_reward = R.SOLVER_REWARDS[m.solver_reward or spec.solver_reward]
@@ -345,6 +353,8 @@ class Trainer:
         lap("rewards")
         update = self.update(t, tasks, slots)
         lap("update")
+        self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
+        lap("sync")
         return RoundResult(t, tasks, slots, update, timings, self.search.cache_stats()["hit_rate"])
 
     # -- 1-2: proposer and gate ------------------------------------------------------------
@@ -473,6 +483,8 @@ class Trainer:
         # steps (veRL's ppo_mini_batch_size) is ours, method.minibatches (1 = the paper's one step)
         if not rows:
             return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 1, "kl_coef": self.kl.coef}
+        if not self.policy.backend.trainer_logprobs:
+            rows = self.recompute_old_logprobs(rows)
         order = np.random.default_rng(self.seed_for(t, 5)).permutation(len(rows))
         parts = np.array_split(order, max(1, min(m.minibatches, len(rows))))
         steps = []
@@ -484,6 +496,34 @@ class Trainer:
             steps.append(self._step(t, [rows[i] for i in part], [advantages[i] for i in part]))
         out = {k: float(np.mean([s[k] for s in steps])) for k in ("loss", "kl", "entropy", "clip_fraction")}
         return {**out, "skipped": sum(s["skipped"] for s in steps), "kl_coef": self.kl.coef}
+
+    def recompute_old_logprobs(self, rows: list[Trajectory]) -> list[Trajectory]:
+        """``rows`` with their old-policy log-probs from the trainer's own forward pass, before any
+        step of this round: the ratio's two log-probs then come from the same weights, precision and
+        kernels (a backend such as vLLM samples in bfloat16 with other kernels; its log-probs would
+        put a precision gap into every ratio). Retrieved tokens keep 0."""
+        import dataclasses
+
+        pad, out = self.policy.tokenizer.pad_token_id, list(rows)
+        with torch.no_grad():
+            for start in range(0, len(rows), self.cfg.method.micro_batch):
+                part = rows[start:start + self.cfg.method.micro_batch]
+                tensors = batch_tensors(part, pad)
+                logp = self.policy.token_logprobs(tensors["input_ids"], tensors["attention_mask"]).cpu()
+                for j, row in enumerate(part):
+                    p, mask = len(row.prompt_ids), torch.tensor(row.loss_mask, dtype=logp.dtype)
+                    fresh = logp[j, p:p + len(row.response_ids)] * mask
+                    out[start + j] = dataclasses.replace(row, old_logprobs=fresh.tolist())
+        return out
+
+    def _reference_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The frozen reference's log-probs (no grad): the separate reference policy, or a LoRA
+        policy's adapter-free base."""
+        with torch.no_grad():
+            if self.reference is not None:
+                return self.reference.token_logprobs(input_ids, attention_mask)
+            with self.policy.base_only():
+                return self.policy.token_logprobs(input_ids, attention_mask)
 
     def _step(self, t: int, rows: list[Trajectory], advantages: list[torch.Tensor]) -> dict:
         """One optimiser step on ``rows``: the token-mean surrogate over all of their loss tokens."""
@@ -507,8 +547,7 @@ class Trainer:
             adv = adv.to(self.policy.device)
             new_logp, entropy = self.policy.token_logprobs(tensors["input_ids"], tensors["attention_mask"],
                                                            entropy_mask=tensors["loss_mask"])
-            with torch.no_grad():
-                ref_logp = self.reference.token_logprobs(tensors["input_ids"], tensors["attention_mask"])
+            ref_logp = self._reference_logprobs(tensors["input_ids"], tensors["attention_mask"])
             mask = tensors["loss_mask"].float()
             adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
             loss, stats = policy_loss(new_logp, tensors["old_logprobs"], ref_logp, adv, mask,
@@ -523,7 +562,7 @@ class Trainer:
         if not self.guard.check(sums["loss"], sums["kl"], step=t):
             self.optimizer.zero_grad(set_to_none=True)
             return {**sums, "skipped": 1}
-        norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), m.max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], m.max_grad_norm)
         if not self.guard.check(float(norm), 0.0, step=t):  # a non-finite gradient is skipped the same way
             self.optimizer.zero_grad(set_to_none=True)
             return {**sums, "skipped": 1}

@@ -113,7 +113,6 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     Example:
         >>> # metrics = train("data/smoke.duckdb", run="smoke-coevokg", preset="smoke", steps=2)
     """
-    from workbench.policy.model import Policy
     from workbench.policy.warmstart import warmstart
     from workbench.search.tool import SearchTool
 
@@ -145,10 +144,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             cfg = _same_settings(runs, spec.name, cfg)
         state = json.loads((found / "state.json").read_text()) if found else {"completed": 0, "best_val": -1.0}
-        # float32 for both: bf16 weights (Policy.load's CUDA default) round away most Adam steps and
-        # would put a rounding gap between policy and reference (LOG.md, session 3)
-        policy = Policy.load(found / "model" if found else base, dtype=torch.float32)
-        reference = Policy.load(base, dtype=torch.float32)
+        policy, reference = load_policies(cfg, base, found)
         search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
         trainer = Trainer(con, cfg, spec, run, policy, reference, search)
         if found:
@@ -168,6 +164,29 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     finally:
         if own:
             con.close()
+
+
+def load_policies(cfg: Config, base, found: Path | None):
+    """(policy, reference) of a run from ``base`` and the checkpoint ``found`` (None: a new run).
+
+    Full fine-tune (``method.lora_rank`` = 0): both in float32 (bf16 weights, Policy.load's CUDA
+    default, round away most Adam steps and would put a rounding gap between policy and reference;
+    LOG.md, session 3), the policy from the checkpoint's ``model``, the reference a second copy of
+    the base. LoRA: the base (bfloat16 on CUDA, float32 on the CPU) with adapters, set from the
+    checkpoint's ``adapter``; the reference is that base with the adapters off (None here). The
+    policy generates with ``rollout.backend``; the reference never generates.
+    """
+    from workbench.policy.generation import backend_settings
+    from workbench.policy.model import Policy
+
+    m, settings = cfg.method, backend_settings(cfg.rollout)
+    if m.lora_rank == 0:
+        policy = Policy.load(found / "model" if found else base, dtype=torch.float32, **settings)
+        return policy, Policy.load(base, dtype=torch.float32)
+    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    policy = Policy.load(base, dtype=dtype, lora_rank=m.lora_rank, **settings)
+    policy.add_lora(m.lora_rank, m.lora_alpha, seed=m.seed, adapter=found / "adapter" if found else None)
+    return policy, None
 
 
 def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, progress: bool, log) -> None:
@@ -263,14 +282,18 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
 
 
 def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
-    """Write ``checkpoints/round-NNNNNN`` whole (policy, ``Trainer.state_dict``, ``state.json``
-    last) under a temporary name, rename it into place, then delete older checkpoints: a kill at
-    any point leaves the last complete one for :func:`latest_checkpoint`."""
+    """Write ``checkpoints/round-NNNNNN`` whole (the policy's ``model``, or a LoRA policy's
+    ``adapter`` only; ``Trainer.state_dict``; ``state.json`` last) under a temporary name, rename it
+    into place, then delete older checkpoints: a kill at any point leaves the last complete one for
+    :func:`latest_checkpoint`."""
     root = folder / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"round-{state['completed']:06d}"
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    trainer.policy.save(tmp / "model")
+    if trainer.policy.is_lora:  # the adapter alone: a 3B model with its optimiser state would not fit the disk
+        trainer.policy.save_adapter(tmp / "adapter")
+    else:
+        trainer.policy.save(tmp / "model")
     trainer_state = trainer.state_dict()
     torch.save(trainer_state.pop("optimizer"), tmp / "optimizer.pt")
     (tmp / "state.json").write_text(json.dumps({**state, **trainer_state}))
@@ -301,6 +324,9 @@ def _same_settings(runs: RunStore, method: str, cfg: Config) -> Config:
         return cfg
     stored_method, stored = found
     mine = cfg.to_dict()
+    for section, fields in Config().to_dict().items():  # a field added since the run began has its default
+        if isinstance(fields, dict) and isinstance(stored.get(section), dict):
+            stored[section] = {**fields, **stored[section]}
     horizon = stored["method"].get("anneal_steps") or stored["method"]["steps"]
     for d in (stored, mine):
         d["method"].pop("steps", None)

@@ -1,9 +1,12 @@
-"""Generation backends behind ``Policy.generate``: Hugging Face generate (default) and vLLM.
+"""Generation backends behind ``Policy.generate``: Hugging Face generate and vLLM.
 
-A backend has one method, ``generate(prompt_ids, *, max_new_tokens, temperature, top_p, stop,
-seed) -> list[Generation]``: token-id prompts in, new tokens out, each cut after the first stop
-string or eos, with the log-prob of every new token under the raw policy (softmax of the
-unmodified logits; temperature and top-p shape only the sampling). Temperature 0 is greedy.
+A backend has ``generate(prompt_ids, *, max_new_tokens, temperature, top_p, stop, seed, choices)
+-> list[Generation]``: token-id prompts in, new tokens out, each cut after the first stop string or
+eos, with the log-prob of every new token under the raw policy (softmax of the unmodified logits;
+temperature and top-p shape only the sampling). Temperature 0 is greedy. ``sync(model)`` brings the
+backend's weights to the trainer's after an optimiser update, and ``trainer_logprobs`` says whether
+its log-probs are the trainer's own (then the update uses them as the old-policy log-probs; else
+the trainer recomputes them).
 
 - ``HFBackend`` (CPU and GPU): batched ``model.generate`` with left padding and the KV cache; a
   ``StoppingCriteria`` decodes each row's newest tokens and stops the row once a stop string
@@ -11,12 +14,18 @@ unmodified logits; temperature and top-p shape only the sampling). Temperature 0
   deterministic by seeding torch's RNG inside ``fork_rng`` (callers' RNG state is untouched).
   ``choices`` (:class:`Choices`) constrains what may follow a marker, per row: once a row has
   generated the marker, only tokens that continue one of its strings are sampled (the log-probs
-  stay the raw policy's).
+  stay the raw policy's). It shares the trainer's model: ``sync`` has nothing to do.
 - ``VLLMBackend`` (``gpu`` extra, CUDA only): the same interface over ``vllm.LLM`` loaded from a
   saved model directory, with ``logprobs_mode="raw_logprobs"`` so log-probs mean the same thing.
-  It serves the weights it loaded: after a policy update, save and rebuild it (it is meant for
-  evaluation and large-batch sampling of a fixed checkpoint). It cannot run on this CPU machine
-  (STACK.md: the PyPI vllm is a CUDA build) and is not covered by the CPU tests.
+  ``sync`` loads the trainer's weights into the running engine in place (``sync="merged"``: the
+  full weights, LoRA adapters folded in) or hot-loads the LoRA adapter as a new ``LoRARequest``
+  (``sync="lora"``); the engine is never rebuilt. vLLM serves in bfloat16, so its log-probs are
+  not the trainer's (``trainer_logprobs`` False). It cannot run on this CPU machine (the PyPI
+  vllm is a CUDA build): written against vLLM's documented API, not exercised by the CPU tests.
+
+:func:`make_backend` is the one place a backend is built, from ``rollout.backend`` (``auto``: vLLM
+on a CUDA device when it is installed, else Hugging Face); :func:`backend_settings` reads the
+config's fields for it.
 
 Example:
     >>> g = Generation(text="<answer> x </answer>", token_ids=[7, 8, 9], logprobs=[-1.0, -0.5, -0.1])
@@ -26,10 +35,16 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import torch
+
+BACKENDS = ("auto", "hf", "vllm")  # rollout.backend's values (config.RULES, tested equal)
 
 
 @dataclass
@@ -155,9 +170,17 @@ class HFBackend:
         [True, True]
     """
 
+    name = "hf"
+    trainer_logprobs = True  # the trainer's own model and precision
+
     def __init__(self, model, tokenizer):
         self.model, self.tokenizer = model, tokenizer
         self._enders: dict[tuple[str, ...], torch.Tensor] = {}
+
+    def sync(self, model) -> None:
+        """Nothing to copy: generation runs on the trainer's model itself (kept in step if the
+        caller hands a new model object, e.g. one wrapped with LoRA adapters)."""
+        self.model = model
 
     def _stop_enders(self, stop: tuple[str, ...]) -> torch.Tensor:
         if stop not in self._enders:
@@ -229,59 +252,200 @@ class HFBackend:
         return Generation(self.tokenizer.decode(ids, skip_special_tokens=True), ids, logprobs[:end], reason)
 
 
+SYNC_MODES = ("merged", "lora")  # rollout.vllm_sync's values (config.RULES, tested equal)
+_VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
+
+
+def _import_vllm():
+    """``vllm``, or ImportError saying what the backend needs with the original error's text."""
+    try:
+        import vllm
+    except ImportError as err:
+        raise ImportError("rollout.backend='vllm' needs vLLM (the gpu extra: pip install '.[gpu]', on a CUDA "
+                          f"machine; 'hf' runs anywhere); importing it failed: {type(err).__name__}: {err}") from err
+    return vllm
+
+
+def _load_weights_rpc(worker, weights) -> None:
+    """Runs in vLLM's worker (``LLM.collective_rpc``): Hugging Face-named weights loaded in place
+    (the model's ``load_weights`` maps names and fuses q/k/v and gate/up, casting to its dtype)."""
+    worker.model_runner.model.load_weights(weights=weights)
+
+
+def _row_seed(seed: int | None, row: int) -> int | None:
+    """One seed per prompt: vLLM seeds each request alone, so G copies of a prompt under one seed
+    would sample the same tokens (a GRPO group with no spread)."""
+    return None if seed is None else (seed * 1_000_003 + row) % (2 ** 63)
+
+
 class VLLMBackend:
-    """``vllm.LLM`` behind the same interface (CUDA + the ``gpu`` extra; vllm >= 0.11 for
-    ``logprobs_mode``). Serves the checkpoint it loaded; rebuild it after a weight update.
+    """``vllm.LLM`` behind the same interface (CUDA + the ``gpu`` extra; written against vLLM
+    0.26-0.32's documented ``LLM``, ``SamplingParams``, ``StructuredOutputsParams``, ``LoRARequest``
+    and ``collective_rpc``; not run on this CPU machine).
+
+    ``sync(model)`` after each update: ``"merged"`` loads the trainer's weights into the engine in
+    place (LoRA folded in, the trainer's base untouched); ``"lora"`` saves the adapter and serves it
+    as a new ``LoRARequest`` (the engine is built with ``enable_lora``). Weights reach the worker as
+    tensors in this process, so the engine core runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
+    set unless the caller set it). ``choices`` run in two passes: up to the marker, then one of the
+    row's strings under vLLM's structured-output ``choice`` constraint. Per-token log-probs are
+    asked for only with ``logprobs=True`` (they cost ~40% of its throughput at batch 256, issue 14):
+    by default each ``Generation.logprobs`` is NaN and the trainer computes the old-policy log-probs
+    itself (``trainer_logprobs`` is False), in its own precision.
 
     Example (GPU only, not run here):
         >>> VLLMBackend("runs/warmstart", tokenizer)  # doctest: +SKIP
     """
 
-    def __init__(self, model_path: str, tokenizer, **llm_kwargs):
-        try:
-            from vllm import LLM
-        except ImportError as err:
-            raise ValueError("the vllm backend needs the gpu extra (pip install '.[gpu]') on a CUDA "
-                             "machine; use backend 'hf' on CPU") from err
-        self.tokenizer = tokenizer
-        self.llm = LLM(model=str(model_path), logprobs_mode="raw_logprobs", **llm_kwargs)
+    name = "vllm"
+    trainer_logprobs = False  # bf16 serving kernels: the update recomputes old log-probs
 
-    def generate(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
-                 top_p: float, stop: Sequence[str] = (), seed: int | None = None,
-                 choices: Choices | None = None) -> list[Generation]:
+    def __init__(self, model_path: str, tokenizer, sync: str = "merged", lora_rank: int = 0,
+                 gpu_memory_utilization: float = 0.3, logprobs: bool = False, **llm_kwargs):
+        if sync not in SYNC_MODES:
+            raise ValueError(f"rollout.vllm_sync={sync!r}: expected one of {list(SYNC_MODES)}")
+        vllm = _import_vllm()
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        self.tokenizer, self.sync_mode, self.logprobs = tokenizer, sync, logprobs
+        self.lora_request = None  # the adapter served now (sync "lora", after the first sync)
+        self._adapters: Path | None = None
+        if sync == "lora" and lora_rank > 0:
+            llm_kwargs.update(enable_lora=True, max_loras=1,
+                              max_lora_rank=next((r for r in _VLLM_LORA_RANKS if r >= lora_rank), lora_rank))
+        self.llm = vllm.LLM(model=str(model_path), logprobs_mode="raw_logprobs",
+                            gpu_memory_utilization=gpu_memory_utilization, **llm_kwargs)
+
+    def sync(self, model) -> None:
+        """The engine's weights become ``model``'s (see the class docstring); its prefix cache,
+        computed with the old weights, is dropped."""
+        from workbench.policy import lora
+
+        if self.sync_mode == "lora" and lora.is_lora(model):
+            self._serve_adapter(model)
+        else:
+            state = lora.merged_state_dict(model) if lora.is_lora(model) else model.state_dict()
+            self.llm.collective_rpc(_load_weights_rpc, args=(list(state.items()),))
+        self.llm.reset_prefix_cache()
+
+    def _serve_adapter(self, model) -> None:
+        import shutil
+
+        from vllm.lora.request import LoRARequest
+
+        from workbench.policy import lora
+
+        self._adapters = self._adapters or Path(tempfile.mkdtemp(prefix="vllm-lora-"))
+        n = self.lora_request.lora_int_id + 1 if self.lora_request else 1
+        path = lora.save_adapter(model, self._adapters / f"v{n}")
+        self.lora_request = LoRARequest(f"policy-{n}", n, str(path))  # a new id: vLLM loads it afresh
+        for old in self._adapters.iterdir():
+            if old != path:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _params(self, *, max_tokens: int, temperature: float, top_p: float, stop: Sequence[str], seed,
+                choice: Sequence[str] | None = None):
         from vllm import SamplingParams
+
+        extra = {}
+        if choice is not None:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            extra["structured_outputs"] = StructuredOutputsParams(choice=list(choice))
+        return SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0, top_k=-1,
+                              max_tokens=max_tokens, stop=list(stop), include_stop_str_in_output=True,
+                              logprobs=0 if self.logprobs else None, seed=seed, **extra)
+
+    def _run(self, prompt_ids: list[list[int]], params: list) -> list[tuple[Generation, str | None]]:
+        """(generation, the stop string that ended it or None) per prompt."""
         from vllm.inputs import TokensPrompt
 
-        if choices is not None:
-            raise ValueError("choices (constrained answers) run on the hf backend only")
-        params = SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
-                                top_k=-1, max_tokens=max_new_tokens, stop=list(stop),
-                                include_stop_str_in_output=True, logprobs=0, seed=seed)
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids], params,
-                                 use_tqdm=False)
+                                 use_tqdm=False, lora_request=self.lora_request)
         result = []
         for out in outs:
             c = out.outputs[0]
             ids = list(c.token_ids)
-            reason = ("length" if c.finish_reason == "length"
-                      else "stop" if isinstance(c.stop_reason, str) else "eos")
-            result.append(Generation(c.text, ids, [lp[t].logprob for lp, t in zip(c.logprobs, ids)], reason))
+            stopped = c.stop_reason if isinstance(c.stop_reason, str) else None
+            reason = "length" if c.finish_reason == "length" else "stop" if stopped else "eos"
+            logprobs = ([lp[t].logprob for lp, t in zip(c.logprobs, ids)] if self.logprobs
+                        else [float("nan")] * len(ids))  # not computed: the trainer computes its own
+            result.append((Generation(c.text, ids, logprobs, reason), stopped))
         return result
 
+    def generate(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
+                 top_p: float, stop: Sequence[str] = (), seed: int | None = None,
+                 choices: Choices | None = None) -> list[Generation]:
+        if choices is not None and len(choices.per_row) != len(prompt_ids):
+            raise ValueError(f"choices: {len(choices.per_row)} rows for {len(prompt_ids)} prompts")
+        first_stop = tuple(stop) + ((choices.marker,) if choices is not None else ())
+        first = self._run(prompt_ids, [self._params(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                                    stop=first_stop, seed=_row_seed(seed, i))
+                                       for i in range(len(prompt_ids))])
+        gens = [g for g, _ in first]
+        if choices is None:
+            return gens
+        # rows that wrote the marker go on with one of their strings (the HF backend's Choices rule)
+        rows = [i for i, (g, hit) in enumerate(first) if hit == choices.marker and len(g.token_ids) < max_new_tokens
+                and choices.per_row[i]]
+        if rows:
+            params = [self._params(max_tokens=max_new_tokens - len(gens[i].token_ids), temperature=temperature,
+                                   top_p=top_p, stop=stop, seed=_row_seed(seed, len(prompt_ids) + i),
+                                   choice=choices.per_row[i]) for i in rows]
+            second = self._run([prompt_ids[i] + gens[i].token_ids for i in rows], params)
+            for i, (g, _) in zip(rows, second):
+                a = gens[i]
+                gens[i] = Generation(a.text + g.text, a.token_ids + g.token_ids, a.logprobs + g.logprobs,
+                                     g.finish_reason)
+        return gens
 
-def make_backend(name: str, model, tokenizer, model_path: str | None = None):
-    """'hf' (default, any device) or 'vllm' (CUDA; needs ``model_path``, a saved model directory).
+
+def backend_settings(rollout) -> dict:
+    """The ``Policy.load`` keywords a ``RolloutConfig`` selects: ``backend`` and its vLLM options.
 
     Example:
-        >>> make_backend("tgi", None, None)
+        >>> from workbench.config import RolloutConfig
+        >>> backend_settings(RolloutConfig())["backend"]
+        'auto'
+    """
+    return {"backend": rollout.backend, "gpu_memory_utilization": rollout.vllm_memory, "sync": rollout.vllm_sync}
+
+
+def resolve_backend(name: str, device) -> str:
+    """'hf' or 'vllm' for ``rollout.backend`` ``name`` on ``device``: 'auto' is vLLM on a CUDA
+    device where it is installed, else Hugging Face.
+
+    Example:
+        >>> resolve_backend("auto", "cpu")
+        'hf'
+        >>> resolve_backend("tgi", "cpu")
         Traceback (most recent call last):
         ...
-        ValueError: unknown generation backend 'tgi'; expected 'hf' or 'vllm'
+        ValueError: rollout.backend='tgi': expected one of ['auto', 'hf', 'vllm']
     """
+    if name not in BACKENDS:
+        raise ValueError(f"rollout.backend={name!r}: expected one of {list(BACKENDS)}")
+    if name == "auto":
+        cuda = str(device).startswith("cuda")
+        return "vllm" if cuda and importlib.util.find_spec("vllm") is not None else "hf"
+    return name
+
+
+def make_backend(name: str, model, tokenizer, model_path: str | None = None, device=None, *,
+                 sync: str = "merged", gpu_memory_utilization: float = 0.3, lora_rank: int = 0):
+    """The generation backend ``name`` ('auto', 'hf' or 'vllm'; :func:`resolve_backend`) for a
+    policy's ``model``: the one place a backend is built. vLLM loads ``model_path`` (a saved model
+    directory or hub id) and takes the other options; the HF backend ignores them.
+
+    Example:
+        >>> make_backend("vllm", None, None)
+        Traceback (most recent call last):
+        ...
+        ValueError: rollout.backend='vllm' loads a saved model directory: pass model_path
+    """
+    name = resolve_backend(name, device if device is not None else "cpu")
     if name == "hf":
         return HFBackend(model, tokenizer)
-    if name == "vllm":
-        if model_path is None:
-            raise ValueError("the vllm backend loads from a saved model directory: pass model_path")
-        return VLLMBackend(model_path, tokenizer)
-    raise ValueError(f"unknown generation backend {name!r}; expected 'hf' or 'vllm'")
+    if model_path is None:
+        raise ValueError("rollout.backend='vllm' loads a saved model directory: pass model_path")
+    return VLLMBackend(model_path, tokenizer, sync=sync, lora_rank=lora_rank,
+                       gpu_memory_utilization=gpu_memory_utilization)

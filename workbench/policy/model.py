@@ -22,14 +22,21 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from workbench.policy.generation import Generation, HFBackend
+from workbench.policy import lora
+from workbench.policy.generation import Generation, HFBackend, make_backend
+
+# ours: token_logprobs computes at most this many float32 logits at once (512 MiB); a longer batch is
+# cut into position chunks, each recomputed in the backward pass (a 3B model's 152k vocabulary at
+# 8 x 1,024 tokens would otherwise hold ~5 GB of float32 logits, and as much again per softmax).
+LOGPROB_CHUNK_ELEMENTS = 1 << 27
+# Heads that do more than a linear layer (softcapping, scaling): token_logprobs uses their logits.
+_HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 
 
 def tiny_config(backbone_cfg, tokenizer):
@@ -104,10 +111,16 @@ class Policy:
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError("the tokenizer has no chat template; the solver prompt needs one")
         self.backend = backend or HFBackend(self.model, tokenizer)
+        self.unsloth = False  # loaded through Unsloth's FastLanguageModel (its LoRA path then)
 
     @classmethod
-    def load(cls, path_or_hub_id: str | Path, device: str | None = None, dtype: torch.dtype | None = None) -> "Policy":
+    def load(cls, path_or_hub_id: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
+             backend: str = "hf", **backend_options) -> "Policy":
         """Load any Hugging Face causal LM directory or hub id, with its own chat template.
+
+        ``backend`` ('hf', 'vllm' or 'auto', ``rollout.backend``) and ``backend_options``
+        (``generation.backend_settings``, ``lora_rank``) choose its generation engine
+        (``generation.make_backend``; vLLM serves ``path_or_hub_id`` itself).
 
         On CUDA with the ``gpu`` extra installed (``unsloth``), the model loads through Unsloth's
         ``FastLanguageModel`` (its fused kernels make generation and training faster); otherwise
@@ -123,22 +136,73 @@ class Policy:
             ValueError: cannot load a causal LM from '/no/such/model': ...
         """
         device = device or _default_device()
+        unsloth = lora.unsloth_available(device)
         try:
-            if str(device).startswith("cuda") and importlib.util.find_spec("unsloth") is not None:
+            if unsloth:  # pragma: no cover - CUDA + unsloth only
                 from unsloth import FastLanguageModel
 
                 model, tokenizer = FastLanguageModel.from_pretrained(
                     model_name=str(path_or_hub_id), max_seq_length=4096, dtype=dtype, load_in_4bit=False)
-                return cls(model, tokenizer, device)
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            else:
+                from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
-            dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
-            model = AutoModelForCausalLM.from_pretrained(str(path_or_hub_id), dtype=dtype)
+                tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
+                dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
+                model = AutoModelForCausalLM.from_pretrained(str(path_or_hub_id), dtype=dtype).eval()
         except (OSError, ValueError) as err:
             raise ValueError(f"cannot load a causal LM from {str(path_or_hub_id)!r}: "
                              f"{str(err).splitlines()[0]}") from err
-        return cls(model.eval(), tokenizer, device)
+        policy = cls(model, tokenizer, device)
+        policy.unsloth = unsloth
+        if backend != "hf":
+            policy.backend = make_backend(backend, policy.model, tokenizer, model_path=str(path_or_hub_id),
+                                          device=policy.device, **backend_options)
+        return policy
+
+    # -- LoRA (method.lora_rank > 0; policy/lora.py) ------------------------------------
+    @property
+    def is_lora(self) -> bool:
+        """Whether the policy trains LoRA adapters over a frozen base."""
+        return lora.is_lora(self.model)
+
+    def add_lora(self, rank: int, alpha: float, seed: int, adapter: str | Path | None = None,
+                 gradient_checkpointing: bool | None = None) -> "Policy":
+        """Wrap the model with trainable LoRA adapters (``lora.add_lora``; Unsloth's when the model
+        was loaded through it), set to the saved ``adapter`` directory when given (a resumed run).
+        Gradient checkpointing defaults to on for CUDA (memory) and off on the CPU. Returns self.
+
+        Example:
+            >>> from workbench.config import preset
+            >>> from workbench.policy.tokenizer import train_tokenizer
+            >>> tok = train_tokenizer(["some text"] * 5, vocab_size=300)
+            >>> p = Policy(tiny_model(preset("smoke").backbone, tok, 0), tok).add_lora(4, 8, seed=0)
+            >>> p.is_lora, sum(x.numel() for x in p.model.parameters() if x.requires_grad) > 0
+            (True, True)
+        """
+        if gradient_checkpointing is None:
+            gradient_checkpointing = self.device.type == "cuda"
+        self.model = lora.add_lora(self.model, rank, alpha, seed, gradient_checkpointing, unsloth=self.unsloth)
+        if adapter is not None:
+            lora.load_adapter(self.model, adapter)
+        self.model.eval()
+        self.sync()  # the backend serves the wrapped model (HF) or its weights (vLLM)
+        return self
+
+    def base_only(self):
+        """A context in which the model is its adapter-free base: the reference policy of a LoRA run
+        (no second copy of the weights)."""
+        if not self.is_lora:
+            raise ValueError("base_only: the policy has no LoRA adapters "
+                             "(method.lora_rank = 0 keeps a separate reference)")
+        return self.model.disable_adapter()
+
+    def save_adapter(self, directory: str | Path) -> Path:
+        """Write the LoRA adapter alone (what a LoRA run's checkpoint holds)."""
+        return lora.save_adapter(self.model, directory)
+
+    def sync(self) -> None:
+        """Hand the trained weights to the generation backend (``backend.sync``): after each update."""
+        self.backend.sync(self.model)
 
     def save(self, directory: str | Path) -> Path:
         """Write a standard Hugging Face directory: config, weights, tokenizer, chat template.
@@ -154,7 +218,8 @@ class Policy:
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(directory)
+        # a LoRA policy is saved with its adapters folded in, so the directory loads anywhere (eval, vLLM)
+        (lora.merged_model(self.model) if self.is_lora else self.model).save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         return directory
 
@@ -213,18 +278,81 @@ class Policy:
         input_ids = input_ids.to(self.device)
         attention_mask = attention_mask.to(self.device)
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                            position_ids=position_ids, use_cache=False).logits
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        picked = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+        hidden, head = self._hidden_and_head(input_ids, attention_mask, position_ids)
+        picked, entropy = gather_logprobs(hidden, head, input_ids[:, 1:], with_entropy=entropy_mask is not None)
         picked = picked * attention_mask[:, 1:].to(picked.dtype)
         out = torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
         if entropy_mask is None:
             return out
+        mask = entropy_mask[:, 1:].to(self.device, entropy.dtype)
+        return out, (entropy * mask).sum() / mask.sum().clamp(min=1.0)
+
+    def _hidden_and_head(self, input_ids, attention_mask, position_ids):
+        """(the last hidden states [B, T, H], the output layer) so the logits can be made in chunks;
+        for a model whose head does more than a linear layer, (its logits, identity)."""
+        config = getattr(self.model, "config", None)
+        head = self.model.get_output_embeddings()
+        if head is None or any(getattr(config, k, None) for k in _HEAD_EXTRAS):
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                use_cache=False).logits
+            return logits, torch.nn.Identity()
+        hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                          position_ids=position_ids, use_cache=False).last_hidden_state
+        return hidden, head
+
+
+def gather_logprobs(hidden: torch.Tensor, head, targets: torch.Tensor, with_entropy: bool = False,
+                    chunk_elements: int | None = None):
+    """``log_softmax(head(hidden[:, :-1]).float())`` gathered at ``targets`` ([B, T-1]), and the
+    entropy of each of those positions' predictions (no grad; None unless ``with_entropy``).
+
+    At most ``chunk_elements`` (default ``LOGPROB_CHUNK_ELEMENTS``) float32 logits exist at once:
+    positions are taken in chunks, and under autograd each chunk is checkpointed (its logits are
+    recomputed in the backward pass, not kept). A batch within one chunk is computed exactly as
+    the full computation (the tiny tier's batches are).
+
+    Example:
+        >>> h, head = torch.randn(2, 5, 8), torch.nn.Linear(8, 11)
+        >>> t = torch.randint(0, 11, (2, 4))
+        >>> full, _ = gather_logprobs(h, head, t)
+        >>> chunked, _ = gather_logprobs(h, head, t, chunk_elements=3 * 11)
+        >>> torch.allclose(full, chunked, atol=1e-6)
+        True
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    batch, width = targets.shape
+    vocab = head.out_features if hasattr(head, "out_features") else hidden.shape[-1]
+    per_chunk = max(1, (chunk_elements or LOGPROB_CHUNK_ELEMENTS) // vocab)
+    if batch * (width + 1) <= per_chunk:  # one chunk: the head over every position, as the model does
+        logp = torch.log_softmax(head(hidden)[:, :-1].float(), dim=-1)
+        picked = logp.gather(-1, targets[..., None]).squeeze(-1)
+        if not with_entropy:
+            return picked, None
         with torch.no_grad():
-            mask = entropy_mask[:, 1:].to(self.device, logp.dtype)
-            entropy = -(logp.exp() * logp).sum(-1)
-            return out, (entropy * mask).sum() / mask.sum().clamp(min=1.0)
+            return picked, -(logp.exp() * logp).sum(-1)
+    flat_hidden = hidden[:, :-1].reshape(batch * width, hidden.shape[-1])
+    flat_targets = targets.reshape(-1)
+    picked, entropy = [], []
+    for start in range(0, batch * width, per_chunk):
+        piece = (flat_hidden[start:start + per_chunk], flat_targets[start:start + per_chunk])
+        if torch.is_grad_enabled() and flat_hidden.requires_grad:
+            lp, ent = checkpoint(_chunk_logprobs, head, *piece, with_entropy, use_reentrant=False)
+        else:
+            lp, ent = _chunk_logprobs(head, *piece, with_entropy)
+        picked.append(lp)
+        entropy.append(ent)
+    picked = torch.cat(picked).reshape(batch, width)
+    return picked, torch.cat(entropy).reshape(batch, width) if with_entropy else None
+
+
+def _chunk_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor, with_entropy: bool):
+    """One chunk of :func:`gather_logprobs`: (picked log-probs, entropies or an empty tensor)."""
+    logp = torch.log_softmax(head(hidden).float(), dim=-1)
+    picked = logp.gather(-1, targets[:, None]).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(logp.exp() * logp).sum(-1) if with_entropy else picked.new_zeros(0)
+    return picked, entropy
 
 
 def model_labels(model_path: str | Path) -> dict:

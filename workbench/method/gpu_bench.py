@@ -1,0 +1,410 @@
+"""``workbench bench gpu``: the GPU engine against the hardware's limit (issue 14), as JSON.
+
+Runs on CUDA (``--device cpu`` with ``--shape tiny-test`` checks the plumbing only: that is what
+the CPU tests run). Three parts, each at a model *shape* with random weights (a speed figure does
+not need trained weights; ``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1-8B):
+
+* ``generation``: ``batch`` token-id prompts of ``prompt_tokens``, every row sampled to
+  ``new_tokens`` (eos ignored), on each engine: Hugging Face ``generate`` (KV cache, the logits
+  kept as our HF backend keeps them for the log-probs) and vLLM (bfloat16, with one log-prob per
+  token as the loop asks, and without). Generated tokens/s, and the share of the HBM roofline:
+  a decode step reads every weight once plus the KV cache of every row
+  (:func:`decode_roofline`).
+* ``update``: one policy-update step as ``Trainer._step`` runs it (``Policy.token_logprobs`` with
+  entropy, the reference's log-probs, ``update.policy_loss``, backward, clipping, AdamW) on
+  ``update_batch`` x ``update_tokens`` tokens, LoRA rank ``lora_rank`` (0: full fine-tune):
+  seconds a step, the reference forward's share, the trainer's own old-policy log-probs (the
+  forward the update adds when vLLM samples: ``Trainer.recompute_old_logprobs``, instead of
+  vLLM's per-token log-probs, which halve its throughput), peak GPU memory, and TFLOP/s by
+  6 N T against a measured bf16 matmul rate.
+* ``round`` (with ``round_model``, a model directory): one CoEvoKG round of ``train`` on ``db``
+  at ``preset`` with ``overrides``: seconds per stage (the round's ``time_*`` keys), peak GPU
+  memory, and the paper's 314 optimiser steps extrapolated beside Search-R1's reported 36-126 s a
+  step on 8 H100s.
+
+``goals`` compares with the issue's: generation >= 20k tokens/s and >= 5x HF; an update step
+within 1.25x of Unsloth's 0.36 s and under 16 GiB (3B shape, LoRA r 16, 8 x 1,024 tokens).
+
+Example:
+    >>> round(decode_roofline(SHAPES["qwen2.5-3b"], batch=256, prompt_tokens=512, new_tokens=256)["tokens_per_s"], -3)
+    101000.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import tempfile
+import time
+
+import torch
+
+# Architecture shapes (the models' published configs): hidden, MLP width, layers, heads, KV heads, vocab.
+SHAPES = {
+    "qwen2.5-3b": {"arch": "qwen2", "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+                   "num_attention_heads": 16, "num_key_value_heads": 2, "vocab_size": 151936,
+                   "tie_word_embeddings": True},
+    "qwen2.5-7b": {"arch": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                   "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+                   "tie_word_embeddings": False},
+    "llama-3.1-8b": {"arch": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                     "tie_word_embeddings": False},
+    # a few hundred thousand parameters: the plumbing check the CPU tests run
+    "tiny-test": {"arch": "qwen2", "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+                  "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 512, "tie_word_embeddings": True},
+}
+HBM_BYTES_PER_S = 4.8e12  # the H200's HBM3e bandwidth
+UNSLOTH_STEP_S = 0.36  # issue 14: Unsloth LoRA r 16, 8 x 1,024 tokens, 3B shape, on the H200
+SEARCH_R1_STEP_S = (36, 126)  # Search-R1's reported seconds a step on 8 H100s
+PAPER_STEPS = 314  # the paper's optimisation steps
+
+
+# -- arithmetic (no GPU) ---------------------------------------------------------------------
+
+def param_count(shape: dict) -> int:
+    """Parameters of a shape: embeddings, per layer attention (Qwen2 has q/k/v biases) + gated MLP +
+    two norms, the final norm, and an untied output layer.
+
+    Example:
+        >>> round(param_count(SHAPES["qwen2.5-3b"]) / 1e9, 2)
+        3.09
+    """
+    h, inter, vocab = shape["hidden_size"], shape["intermediate_size"], shape["vocab_size"]
+    layers = shape["num_hidden_layers"]
+    kv = shape["num_key_value_heads"] * h // shape["num_attention_heads"]
+    bias = h + 2 * kv if shape["arch"] == "qwen2" else 0
+    per_layer = 2 * h * h + 2 * h * kv + bias + 3 * h * inter + 2 * h
+    head = 0 if shape["tie_word_embeddings"] else vocab * h
+    return vocab * h + layers * per_layer + h + head
+
+
+def kv_bytes_per_token(shape: dict, dtype_bytes: int = 2) -> int:
+    """KV-cache bytes one token holds: K and V of every layer's KV heads."""
+    head_dim = shape["hidden_size"] // shape["num_attention_heads"]
+    return 2 * shape["num_hidden_layers"] * shape["num_key_value_heads"] * head_dim * dtype_bytes
+
+
+def decode_roofline(shape: dict, batch: int, prompt_tokens: int, new_tokens: int,
+                    bandwidth: float = HBM_BYTES_PER_S, dtype_bytes: int = 2) -> dict:
+    """The HBM bound on decoding: each step reads every weight the step uses once (an untied input
+    embedding is only gathered) and each row's KV cache at its mean context (prompt + half the new
+    tokens); ``tokens_per_s`` = batch x steps a second.
+
+    Example: see the module docstring (the issue's ~100k tokens/s at batch 256).
+    """
+    untied_embedding = 0 if shape["tie_word_embeddings"] else shape["vocab_size"] * shape["hidden_size"]
+    weight_bytes = (param_count(shape) - untied_embedding) * dtype_bytes
+    kv_bytes = batch * (prompt_tokens + new_tokens / 2) * kv_bytes_per_token(shape, dtype_bytes)
+    step_bytes = weight_bytes + kv_bytes
+    return {"weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes), "step_bytes": int(step_bytes),
+            "bandwidth_bytes_per_s": bandwidth, "tokens_per_s": batch * bandwidth / step_bytes}
+
+
+def step_tflops(shape: dict, tokens: int, seconds: float) -> float:
+    """A training step's TFLOP/s by the usual 6 N T (forward 2 N T, backward 4 N T)."""
+    return 6 * param_count(shape) * tokens / seconds / 1e12
+
+
+def goals(result: dict) -> dict:
+    """The issue's goals as booleans where the result measured them at the settings they are stated
+    for (the 3B shape; generation at batch 256; the update at LoRA r 16, 8 x 1,024 tokens), else None.
+
+    Example:
+        >>> goals({"shape": "qwen2.5-3b", "generation": {"batch": 256, "vllm_over_hf": 6.0,
+        ...        "engines": {"vllm": {"tokens_per_s_logprobs": 21000.0}}}})["generation_20k_tokens_per_s"]
+        True
+        >>> goals({"shape": "tiny-test", "update": {"step_s": 0.1}})["update_within_1.25x_unsloth"] is None
+        True
+    """
+    at_3b = result.get("shape") == "qwen2.5-3b"
+    gen, upd = result.get("generation") or {}, result.get("update") or {}
+    gen_ok = at_3b and gen.get("batch") == 256
+    upd_ok = at_3b and (upd.get("lora_rank"), upd.get("batch"), upd.get("tokens_per_row")) == (16, 8, 1024)
+    rate = ((gen.get("engines") or {}).get("vllm") or {}).get("tokens_per_s_logprobs") if gen_ok else None
+    ratio = gen.get("vllm_over_hf") if gen_ok else None
+    step, peak = (upd.get("step_s"), upd.get("peak_gib")) if upd_ok else (None, None)
+    return {"generation_20k_tokens_per_s": None if rate is None else rate >= 20_000,
+            "generation_5x_hf": None if ratio is None else ratio >= 5,
+            "update_within_1.25x_unsloth": None if step is None else step <= 1.25 * UNSLOTH_STEP_S,
+            "update_peak_below_16_gib": None if peak is None else peak < 16}
+
+
+# -- the bench ---------------------------------------------------------------------------------
+
+def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", "hf"), batch: int = 256,
+              prompt_tokens: int = 512, new_tokens: int = 256, lora_rank: int = 16, update_batch: int = 8,
+              update_tokens: int = 1024, update_steps: int = 3, round_model: str | None = None, db=None,
+              preset: str = "tiny", overrides: dict | None = None, bandwidth: float = HBM_BYTES_PER_S,
+              seed: int = 0) -> dict:
+    """Measure the parts of the module docstring and return them as one JSON-ready dict.
+
+    Example:
+        >>> r = bench_gpu("tiny-test", device="cpu", engines=["hf"], batch=2, prompt_tokens=4, new_tokens=3,
+        ...               lora_rank=2, update_batch=2, update_tokens=8, update_steps=1)  # doctest: +SKIP
+        >>> sorted(r)  # doctest: +SKIP
+        ['device', 'dtype', 'generation', 'goals', 'params', 'round', 'shape', 'update']
+    """
+    spec = _check(shape, device, engines, batch, prompt_tokens, new_tokens, lora_rank, update_batch, update_tokens,
+                  update_steps)
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    torch.manual_seed(seed)
+    result = {"shape": shape, "params": param_count(spec), "device": _device_name(device), "dtype": str(dtype)[6:]}
+    result["generation"] = bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens, bandwidth)
+    result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps)
+    result["round"] = (bench_round(round_model, db, preset, overrides or {}, device) if round_model
+                       else {"skipped": "pass --round-model (a model directory) and --db to time a CoEvoKG round"})
+    result["goals"] = goals(result)
+    return result
+
+
+def _check(shape, device, engines, *sizes) -> dict:
+    """The shape's spec, after refusing what cannot run (one-line errors naming the option)."""
+    if shape not in SHAPES:
+        raise ValueError(f"--shape {shape!r}: expected one of {sorted(SHAPES)}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("bench gpu: no CUDA device here (torch.cuda.is_available() is False); it measures the GPU "
+                         "engine (--device cpu --shape tiny-test checks the plumbing only)")
+    if not device.startswith(("cuda", "cpu")):
+        raise ValueError(f"--device {device!r}: expected 'cuda', 'cuda:N' or 'cpu'")
+    if device == "cpu" and shape != "tiny-test":
+        raise ValueError(f"--device cpu: only --shape tiny-test (a plumbing check), not {shape!r}")
+    unknown = sorted(set(engines) - {"hf", "vllm"})
+    if unknown or not engines:
+        raise ValueError(f"--engines {list(engines)!r}: expected one or both of 'hf', 'vllm'")
+    names = ("batch", "prompt_tokens", "new_tokens", "lora_rank", "update_batch", "update_tokens", "update_steps")
+    for name, value in zip(names, sizes):
+        least = 0 if name == "lora_rank" else 1
+        if value < least:
+            raise ValueError(f"--{name.replace('_', '-')} {value}: expected an integer >= {least}")
+    return SHAPES[shape]
+
+
+def _device_name(device: str) -> str:
+    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(torch.device(device))
+
+
+def _peak_gib(device: str) -> float | None:
+    return torch.cuda.max_memory_allocated(torch.device(device)) / 2 ** 30 if device.startswith("cuda") else None
+
+
+def _reset_peak(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(torch.device(device))
+
+
+def hf_config(spec: dict):
+    """The ``transformers`` config of a shape."""
+    from transformers import LlamaConfig, Qwen2Config
+
+    kind = Qwen2Config if spec["arch"] == "qwen2" else LlamaConfig
+    return kind(**{k: v for k, v in spec.items() if k != "arch"}, max_position_embeddings=4096)
+
+
+def random_model(spec: dict, device: str, dtype):
+    """A randomly initialised model of the shape, built on ``device`` (no host copy)."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(hf_config(spec), dtype=dtype).eval()
+
+
+def bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens, bandwidth) -> dict:
+    """Tokens/s of each engine at the shape, every row to ``new_tokens`` (module docstring)."""
+    roof = decode_roofline(spec, batch, prompt_tokens, new_tokens, bandwidth)
+    prompts = torch.randint(0, spec["vocab_size"], (batch, prompt_tokens)).tolist()
+    out = {"batch": batch, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "roofline": roof, "engines": {}}
+    for engine in engines:
+        run = _generate_hf if engine == "hf" else _generate_vllm
+        try:
+            out["engines"][engine] = run(spec, device, dtype, prompts, new_tokens)
+        except ImportError as err:  # e.g. vLLM not installed: recorded with its own text
+            out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
+        for key in ("tokens_per_s", "tokens_per_s_logprobs"):
+            rate = out["engines"][engine].get(key)
+            if rate is not None:
+                out["engines"][engine][key.replace("tokens_per_s", "roofline_share")] = rate / roof["tokens_per_s"]
+    hf, vllm = out["engines"].get("hf", {}), out["engines"].get("vllm", {})
+    both = hf.get("tokens_per_s") and vllm.get("tokens_per_s_logprobs")
+    out["vllm_over_hf"] = vllm["tokens_per_s_logprobs"] / hf["tokens_per_s"] if both else None
+    return out
+
+
+def _generate_hf(spec, device, dtype, prompts, new_tokens) -> dict:
+    """Hugging Face ``generate`` as ``HFBackend`` calls it (KV cache, logits kept for the log-probs)."""
+    model = random_model(spec, device, dtype)
+    ids = torch.tensor(prompts, device=device)
+    kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0, top_p=1.0, top_k=None,
+                  max_new_tokens=new_tokens, min_new_tokens=new_tokens, output_logits=True,
+                  return_dict_in_generate=True, use_cache=True, pad_token_id=0)
+    with torch.no_grad():
+        model.generate(ids[:, :8], **{**kwargs, "attention_mask": kwargs["attention_mask"][:, :8],
+                                      "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
+        _sync(device)
+        start = time.perf_counter()
+        out = model.generate(ids, **kwargs)
+        _sync(device)
+    seconds = time.perf_counter() - start
+    generated = (out.sequences.shape[1] - ids.shape[1]) * ids.shape[0]
+    del model, out
+    _reset_peak(device)
+    return {"seconds": seconds, "tokens": generated, "tokens_per_s": generated / seconds,
+            "ms_per_step": 1000 * seconds / new_tokens}
+
+
+def _generate_vllm(spec, device, dtype, prompts, new_tokens) -> dict:  # pragma: no cover - CUDA + vLLM only
+    """vLLM at the shape with dummy (random) weights, token-id prompts, eos ignored: with one
+    log-prob per token (what the loop asks) and without. Not run on this CPU machine."""
+    from workbench.policy.generation import _import_vllm
+
+    vllm = _import_vllm()
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-") as folder:
+        hf_config(spec).save_pretrained(folder)
+        start = time.perf_counter()
+        llm = vllm.LLM(model=folder, load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
+                       max_model_len=len(prompts[0]) + new_tokens, gpu_memory_utilization=0.85, seed=0)
+        startup = time.perf_counter() - start
+    requests = [TokensPrompt(prompt_token_ids=p) for p in prompts]
+    rates = {}
+    for key, logprobs in (("tokens_per_s_logprobs", 0), ("tokens_per_s", None)):
+        params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=new_tokens, min_tokens=new_tokens,
+                                ignore_eos=True, logprobs=logprobs, detokenize=False)
+        llm.generate(requests[:2], params, use_tqdm=False)  # warm-up
+        start = time.perf_counter()
+        outs = llm.generate(requests, params, use_tqdm=False)
+        seconds = time.perf_counter() - start
+        rates[key] = sum(len(o.outputs[0].token_ids) for o in outs) / seconds
+    del llm
+    _reset_peak(device)
+    return {"startup_s": startup, **rates}
+
+
+def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, steps) -> dict:
+    """One ``Trainer._step``-shaped update on random tokens (module docstring): seconds a step
+    (mean over ``steps`` after one warm-up step), the reference forward, peak memory, TFLOP/s."""
+    from workbench.method.update import policy_loss
+    from workbench.policy.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["bench tokens"] * 5, vocab_size=300)  # only the chat template is read
+    policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok)
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0)
+    ids = torch.randint(0, spec["vocab_size"], (update_batch, update_tokens), device=device)
+    mask = torch.ones_like(ids)
+    loss_mask = mask.clone()
+    loss_mask[:, : update_tokens // 4] = 0  # the prompt
+    old = torch.zeros(ids.shape, device=device)
+    adv = torch.randn(ids.shape, device=device) * loss_mask
+
+    def reference_logprobs():
+        with torch.no_grad(), (policy.base_only() if reference is None else contextlib.nullcontext()):
+            return (reference or policy).token_logprobs(ids, mask)
+
+    def step() -> tuple[float, float]:
+        _sync(device)
+        start = time.perf_counter()
+        policy.model.train()
+        new, _ = policy.token_logprobs(ids, mask, entropy_mask=loss_mask)
+        _sync(device)
+        ref_start = time.perf_counter()
+        ref = reference_logprobs()
+        _sync(device)
+        ref_s = time.perf_counter() - ref_start
+        loss, _ = policy_loss(new, old, ref, adv, loss_mask.float(), 0.2, 0.01)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        policy.model.eval()
+        _sync(device)
+        return time.perf_counter() - start, ref_s
+
+    def old_logprobs() -> float:  # what the update adds when the backend's log-probs are not the trainer's
+        _sync(device)
+        start = time.perf_counter()
+        with torch.no_grad():
+            policy.token_logprobs(ids, mask)
+        _sync(device)
+        return time.perf_counter() - start
+
+    step()  # warm-up (kernel selection, allocator)
+    _reset_peak(device)
+    timings = [step() for _ in range(steps)]
+    seconds = sum(t for t, _ in timings) / steps
+    old_s = sum(old_logprobs() for _ in range(steps)) / steps
+    tokens = update_batch * update_tokens
+    return {"batch": update_batch, "tokens_per_row": update_tokens, "lora_rank": lora_rank, "trainer": trainer_kind,
+            "step_s": seconds, "reference_s": sum(r for _, r in timings) / steps, "old_logprobs_s": old_s,
+            "peak_gib": _peak_gib(device),
+            "tflops_6nt": step_tflops(spec, tokens, seconds), "matmul_tflops": matmul_tflops(device),
+            "unsloth_step_s": UNSLOTH_STEP_S}
+
+
+def _update_policies(spec, device, dtype, lora_rank, tok):
+    """(policy, reference or None, 'unsloth' | 'peft' | 'full') as ``train.load_policies`` makes
+    them: LoRA over a ``dtype`` base (through Unsloth where ``Policy.load`` picks it: the random
+    model is saved and loaded back), or a float32 full fine-tune with a float32 reference."""
+    from workbench.policy import lora
+    from workbench.policy.model import Policy
+
+    if not lora_rank:
+        return (Policy(random_model(spec, device, torch.float32), tok, device=device),
+                Policy(random_model(spec, device, torch.float32), tok, device=device), "full")
+    if lora.unsloth_available(device):  # pragma: no cover - CUDA + unsloth only
+        with tempfile.TemporaryDirectory(prefix="bench-gpu-model-") as folder:
+            Policy(random_model(spec, device, dtype), tok, device=device).save(folder)
+            policy = Policy.load(folder, device=device, dtype=dtype)
+    else:
+        policy = Policy(random_model(spec, device, dtype), tok, device=device)
+    kind = "unsloth" if policy.unsloth else "peft"
+    return policy.add_lora(lora_rank, 2 * lora_rank, seed=0), None, kind
+
+
+def matmul_tflops(device: str, n: int = 8192, repeats: int = 10) -> float | None:
+    """The measured bf16 matmul rate (the 6 N T figure's ceiling); None on the CPU."""
+    if not device.startswith("cuda"):
+        return None
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    a @ b
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    _sync(device)
+    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> dict:
+    """One CoEvoKG round with ``model`` on ``db`` (the bench's own run, replaced each time):
+    seconds per stage, peak GPU memory, and the paper's 314 steps extrapolated."""
+    from workbench import store
+    from workbench.method.train import train
+
+    if db is None:
+        raise ValueError("--round-model needs --db (a store with a world and its chain pool)")
+    _reset_peak(device)
+    con = store.connect(db)
+    try:
+        (row,) = train(con, run="bench-gpu-round", method="coevokg", preset=preset, steps=1, model=model,
+                       overrides=overrides, progress=False, log=None, overwrite=True)
+    finally:
+        con.close()
+    stages = {k[5:]: v for k, v in row.items() if k.startswith("time_")}
+    seconds = sum(v for k, v in stages.items() if k != "validation")
+    from workbench.config import preset as get_preset
+
+    per_step = seconds / get_preset(preset, **overrides).method.minibatches  # optimiser steps a round
+    return {"model": str(model), "preset": preset, "overrides": overrides, "stages_s": stages,
+            "round_s": seconds, "peak_gib": _peak_gib(device), "s_per_optimiser_step": per_step,
+            "paper_314_steps_h": per_step * PAPER_STEPS / 3600, "search_r1_s_per_step_8xh100": list(SEARCH_R1_STEP_S)}

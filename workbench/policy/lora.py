@@ -1,0 +1,140 @@
+"""LoRA adapters on the policy (``method.lora_rank`` > 0): PEFT, or Unsloth on CUDA when installed.
+
+The reference policy of the KL term is the adapter-free base (``model.disable_adapter()``), so
+LoRA training holds one copy of the base and no second model. A checkpoint holds the adapter only
+(:func:`save_adapter`, :func:`load_adapter`); :func:`merged_state_dict` gives the base's weights
+with the adapter folded in, computed beside the base (never in place: the base stays bit-exact as
+the reference), for the vLLM weight sync and for a standalone ``best`` model (:func:`merged_model`).
+
+Example:
+    >>> from workbench.config import preset
+    >>> from workbench.policy.tokenizer import train_tokenizer
+    >>> from workbench.policy.model import tiny_model
+    >>> tok = train_tokenizer(["some text"] * 5, vocab_size=300)
+    >>> m = add_lora(tiny_model(preset("smoke").backbone, tok, 0), rank=4, alpha=8, seed=0)
+    >>> is_lora(m), sorted(merged_state_dict(m))[0]
+    (True, 'lm_head.weight')
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+# The linear layers of a Qwen2 / Llama block: "all linear layers" in the issue's Unsloth measurement.
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ADAPTER = "default"  # PEFT's name for the one adapter
+
+
+def is_lora(model) -> bool:
+    """Whether ``model`` carries LoRA adapters (a PEFT model)."""
+    return hasattr(model, "peft_config")
+
+
+def _peft():
+    try:
+        import peft
+    except ImportError as err:  # the original error, shown as it is
+        raise ImportError(f"method.lora_rank > 0 needs peft (pip install peft==0.21.2): {err}") from err
+    return peft
+
+
+def _devices(model) -> list[int]:
+    device = next(model.parameters()).device
+    return [device.index or 0] if device.type == "cuda" else []
+
+
+def add_lora(model, rank: int, alpha: float, seed: int, gradient_checkpointing: bool = False, unsloth: bool = False):
+    """``model`` with trainable rank-``rank`` adapters on every block linear layer (the base frozen).
+
+    The adapters' initial values come from ``seed`` alone (the caller's RNG is untouched). With
+    ``unsloth`` (a model that ``FastLanguageModel`` loaded; CUDA only, not run on this CPU) the
+    adapters are Unsloth's; else PEFT's. ``gradient_checkpointing`` recomputes each block's
+    activations in the backward pass (memory for time; the values are the same).
+
+    Example: see the module docstring.
+    """
+    if rank < 1:
+        raise ValueError(f"method.lora_rank={rank}: add_lora needs a rank >= 1 (0 = full fine-tune)")
+    if unsloth:  # pragma: no cover - CUDA + unsloth only
+        from unsloth import FastLanguageModel
+
+        return FastLanguageModel.get_peft_model(
+            model, r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none", target_modules=list(TARGETS),
+            use_gradient_checkpointing="unsloth" if gradient_checkpointing else False, random_state=seed)
+    peft = _peft()
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    targets = [t for t in TARGETS if t in present] or "all-linear"  # another architecture: PEFT's rule
+    config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none", target_modules=targets,
+                             task_type="CAUSAL_LM")
+    with torch.random.fork_rng(devices=_devices(model)):
+        torch.manual_seed(seed)
+        return peft.get_peft_model(model, config)
+
+
+def adapter_state(model) -> dict[str, torch.Tensor]:
+    """The adapter's tensors (what a checkpoint holds), by PEFT's names."""
+    return _peft().get_peft_model_state_dict(model, adapter_name=ADAPTER)
+
+
+def save_adapter(model, directory: str | Path) -> Path:
+    """Write the adapter alone (``adapter_config.json``, ``adapter_model.safetensors``)."""
+    directory = Path(directory)
+    model.save_pretrained(directory)
+    return directory
+
+
+def load_adapter(model, directory: str | Path) -> None:
+    """Set ``model``'s adapter to the one saved in ``directory`` (same rank and targets), in place."""
+    from safetensors.torch import load_file
+
+    result = _peft().set_peft_model_state_dict(model, load_file(str(Path(directory) / "adapter_model.safetensors")),
+                                               adapter_name=ADAPTER)
+    missing = [k for k in getattr(result, "missing_keys", []) if "lora_" in k]
+    if missing:
+        raise ValueError(f"adapter {directory}: it lacks {len(missing)} adapter tensors of this model "
+                         f"(e.g. {missing[0]}); was it saved with another method.lora_rank?")
+
+
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """The base model's state dict (Hugging Face names) with each adapter's delta added: new
+    tensors, the base unchanged. Tied weights appear under both names, as in the base's own.
+
+    Example: see the module docstring.
+    """
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    deltas = {name: module.get_delta_weight(ADAPTER) for name, module in base.named_modules()
+              if isinstance(module, LoraLayer) and ADAPTER in module.lora_A}
+    out = {}
+    with torch.no_grad():
+        for key, value in base.state_dict().items():
+            if ".lora_" in key:
+                continue
+            owner, sep, leaf = key.rpartition(".base_layer.")
+            if sep and leaf == "weight" and owner in deltas:
+                value = value + deltas[owner].to(value.dtype)
+            out[key.replace(".base_layer.", ".")] = value.detach()
+    return out
+
+
+def merged_model(model):
+    """A plain Hugging Face model (on the CPU) whose weights are ``merged_state_dict(model)``:
+    what ``Policy.save`` writes for a LoRA policy, so the saved directory loads anywhere."""
+    from transformers import AutoModelForCausalLM
+
+    base = model.get_base_model()
+    state = {k: v.to("cpu") for k, v in merged_state_dict(model).items()}
+    plain = AutoModelForCausalLM.from_config(base.config).to(next(iter(state.values())).dtype)
+    plain.load_state_dict(state, strict=True)
+    return plain.eval()
+
+
+def unsloth_available(device) -> bool:
+    """Whether Unsloth can be used: a CUDA device and the package installed (the gpu extra)."""
+    return str(device).startswith("cuda") and importlib.util.find_spec("unsloth") is not None
