@@ -444,7 +444,8 @@ class Trainer:
             outcomes = {c.verdict.index: R.GroupOutcome(c.slot.correct, tuple(r.score.reward for r in c.slot.rollouts))
                         for c in task.candidates if c.slot is not None}
             rewards = proposer_rewards(verdicts, outcomes, schedule, m.extraction_penalty, self.proposer_reward,
-                                       m.penalize_rejected, chain=task.chain, policy=self.policy)
+                                       m.penalize_rejected, chain=task.chain, policy=self.policy,
+                                       search=self.search)
             for cand, r_p in zip(task.candidates, rewards):
                 cand.reward = r_p
 

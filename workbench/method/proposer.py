@@ -57,11 +57,12 @@ def parse_candidates(texts: Sequence[str]) -> list[tuple[str, str] | None]:
 
 def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOutcome], schedule: Schedule,
                      extraction_penalty: float, reward: str = "coevokg_difficulty",
-                     penalize_rejected: bool = False, chain=None, policy=None) -> list[float | None]:
+                     penalize_rejected: bool = False, chain=None, policy=None, search=None
+                     ) -> list[float | None]:
     """R_p per candidate of one chain (see the module docstring); None = not in the update.
 
     ``outcomes`` maps a verdict's ``index`` to the G rollouts of that admitted candidate. The
-    registry's reward gets a ``rewards.ProposerInputs`` with ``chain`` and ``policy`` too.
+    registry's reward gets a ``rewards.ProposerInputs`` with ``chain``, ``policy`` and ``search`` too.
 
     Example:
         >>> vs = [Verdict(0, None, None, False), Verdict(1, "q?", "a", True, admitted=True),
@@ -80,7 +81,7 @@ def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOu
             rewards.append(float(extraction_penalty))
         elif v.admitted and v.index in outcomes:
             rewards.append(float(fn(ProposerInputs(schedule, outcomes[v.index], chain, v.question, v.answer,
-                                                   policy))))
+                                                   policy, search))))
         else:
             rewards.append(None)
     return rewards

@@ -160,7 +160,8 @@ class ProposerInputs:
 
     ``outcome`` is the G solver rollouts of the posed question (None when the reward needs none, as
     Dr. Free's); ``chain`` the ChainView it was written from; ``question``/``answer`` the candidate;
-    ``policy`` the current policy (teacher-forced likelihoods, seed 002).
+    ``policy`` the current policy (teacher-forced likelihoods, seed 002); ``search`` the run's
+    search tool (Dr. Free's one-shot shortcut retrieves the question with it; None elsewhere).
     """
 
     schedule: Schedule
@@ -169,6 +170,7 @@ class ProposerInputs:
     question: str | None = None
     answer: str | None = None
     policy: Any = None
+    search: Any = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,38 @@ def eog_variance(x: ProposerInputs) -> float:
         raise ValueError("eog_variance needs at least one rollout")
     mean = sum(values) / len(values)
     return sum((v - mean) ** 2 for v in values) / len(values)
+
+
+def _dr_free(x: ProposerInputs, shortcuts) -> float:
+    # imported here: drfree needs torch and the policy protocol, which the closed forms above do not
+    from workbench.method import drfree
+
+    if x.policy is None or x.chain is None or x.question is None or x.answer is None:
+        raise ValueError("dr_free needs the chain, the candidate and the policy (ProposerInputs)")
+    gain = drfree.information_gain(x.policy, x.chain, x.question, x.answer, x.search, shortcuts)["gain"]
+    return drfree.info_gain_reward(gain)
+
+
+@PROPOSER_REWARDS.register("dr_free")
+def dr_free(x: ProposerInputs) -> float:
+    """Dr. Free (seed 002, Eq. 5): max(0, Delta_B) over the full shortcut set B (closed-book,
+    source-only, one-shot, per-hop); reads no solver outcome. See :mod:`workbench.method.drfree`."""
+    return _dr_free(x, ("closed_book", "source_only", "one_shot", "per_hop"))
+
+
+def _register_leave_one_out(left_out: str) -> None:
+    """Table 3's leave-one-shortcut-type-out rows as registry names ``dr_free_wo_<type>``."""
+    kept = tuple(s for s in ("closed_book", "source_only", "one_shot", "per_hop") if s != left_out)
+
+    def reward(x: ProposerInputs) -> float:
+        return _dr_free(x, kept)
+
+    reward.__doc__ = f"Dr. Free without the {left_out} shortcut (seed 002, Table 3's ablation)."
+    PROPOSER_REWARDS.register(f"dr_free_wo_{left_out}")(reward)
+
+
+for _left_out in ("closed_book", "source_only", "one_shot", "per_hop"):
+    _register_leave_one_out(_left_out)
 
 
 @SOLVER_REWARDS.register("exact_match")

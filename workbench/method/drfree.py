@@ -1,0 +1,223 @@
+"""Dr. Free's shortcut-aware information-gain proposer reward (seed 002, section 3 / its Eq. 5).
+
+A generated question (q, a) from a chain with aligned passages E = (p_1..p_L) is scored by
+teacher-forced likelihoods under the current policy:
+
+    Delta_B = log p(a | q, E) - max_{b in B} log p(a | q, b)
+
+where B is the evaluated shortcut set (Eq. 5; Table 3 ablates its four types, Table 16 defines them):
+
+* ``closed_book`` -- no evidence at all;
+* ``source_only`` -- the chain's first (source / seed) passage alone;
+* ``one_shot`` -- the top-3 passages of one retrieval of the question with the training retriever,
+  each truncated to 340 whitespace-delimited words (Table 16);
+* ``per_hop`` -- each chain passage alone ("single component"): one context per passage.
+
+The question earns a positive reward only when Delta_B > 0 (abstract, Fig. 3). The paper's text
+here gives no closed form for the map from Delta_B to the reward, so ours: ``r = max(0, Delta_B)``
+(``form="positive_part"``), with ``form="indicator"`` (r = 1[Delta_B > 0]) as the named alternative
+and ``margin`` (ours, 0) a threshold Delta_B must exceed.
+
+Prompt (ours: the paper's likelihood prompt is not given): the solver protocol's own shape, so the
+likelihood is the one the solver would assign when answering after a retrieval:
+``chat_prompt(solver_user_message(q)) + information_block(context) + "<answer>" a "</answer>"``;
+closed-book drops the information block. Only the answer's tokens count (the tags are masked), and
+log p(a | .) is their *sum* (ours; the same answer under every context, so a per-token mean would
+only rescale Delta_B).
+
+Example:
+    >>> from workbench.method.memory import ChainView
+    >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["Ann was born in Rome.", "Rome is old."])
+    >>> [name for name, _ in shortcut_contexts(c, "Where was Ann born?", None, ("closed_book", "per_hop"))]
+    ['closed_book', 'per_hop:1', 'per_hop:2']
+    >>> info_gain_reward(-0.5), info_gain_reward(1.5), info_gain_reward(1.5, form="indicator")
+    (0.0, 1.5, 1.0)
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from workbench.policy import protocol
+
+ONE_SHOT_TOPK = 3  # Table 16: "the top three passages from one retrieval"
+ONE_SHOT_WORDS = 340  # Table 16: "Each passage is truncated to 340 whitespace-delimited words"
+
+
+def truncate_words(text: str, n: int = ONE_SHOT_WORDS) -> str:
+    """The first ``n`` whitespace-delimited words of ``text`` (Table 16's truncation).
+
+    Example:
+        >>> truncate_words("a b  c d", 3)
+        'a b c'
+    """
+    return " ".join(text.split()[:n])
+
+
+def closed_book(chain, question: str, search) -> list[list[str]]:
+    """Closed-book shortcut: one context with no evidence (Table 16).
+
+    Example:
+        >>> closed_book(None, "q?", None)
+        [[]]
+    """
+    return [[]]
+
+
+def source_only(chain, question: str, search) -> list[list[str]]:
+    """Source-only shortcut: the chain's first passage alone (Table 16's "seed document").
+
+    Example:
+        >>> from workbench.method.memory import ChainView
+        >>> source_only(ChainView(0, "h", [1, 2], ["A", "B"], ["r"], ["pa", "pb"]), "q?", None)
+        [['pa']]
+    """
+    return [[chain.passages[0]]]
+
+
+def one_shot(chain, question: str, search) -> list[list[str]]:
+    """One-shot shortcut: the top-3 passages of one retrieval of the question with ``search``
+    (the training retriever), each truncated to 340 words (Table 16). The passage text is the
+    hit's ``contents`` (title line + text), as the solver sees it.
+
+    Example:
+        >>> from workbench.search.tool import Hit
+        >>> class S:
+        ...     def search(self, queries, k=None): return [[Hit(1, 1, "T", "w " * 400, 1.0)] * k]
+        >>> ctx = one_shot(None, "q?", S())
+        >>> len(ctx[0]), len(ctx[0][0].split())
+        (3, 340)
+    """
+    if search is None:
+        raise ValueError("the one_shot shortcut needs the search tool (ProposerInputs.search)")
+    hits = search.search([question], k=ONE_SHOT_TOPK)[0][:ONE_SHOT_TOPK]
+    return [[truncate_words(h.contents) for h in hits]]
+
+
+def per_hop(chain, question: str, search) -> list[list[str]]:
+    """Per-hop ("single component") shortcuts: each chain passage alone, one context each (Table 16).
+
+    Example:
+        >>> from workbench.method.memory import ChainView
+        >>> per_hop(ChainView(0, "h", [1, 2], ["A", "B"], ["r"], ["pa", "pb"]), "q?", None)
+        [['pa'], ['pb']]
+    """
+    return [[p] for p in chain.passages]
+
+
+SHORTCUTS: dict[str, Callable] = {"closed_book": closed_book, "source_only": source_only,
+                                  "one_shot": one_shot, "per_hop": per_hop}
+ALL_SHORTCUTS = tuple(SHORTCUTS)  # the full set B of Eq. 5
+
+
+def shortcut_contexts(chain, question: str, search, names: Sequence[str] = ALL_SHORTCUTS
+                      ) -> list[tuple[str, list[str]]]:
+    """(label, passages) for each context of the named shortcut set B, in the order given; per-hop
+    contexts are labelled ``per_hop:i`` (1-based).
+
+    Example:
+        >>> from workbench.method.memory import ChainView
+        >>> c = ChainView(0, "h", [1, 2], ["A", "B"], ["r"], ["pa", "pb"])
+        >>> shortcut_contexts(c, "q?", None, ["source_only", "closed_book"])
+        [('source_only', ['pa']), ('closed_book', [])]
+    """
+    out = []
+    for name in names:
+        if name not in SHORTCUTS:
+            raise ValueError(f"unknown shortcut {name!r}; known: {', '.join(SHORTCUTS)}")
+        contexts = SHORTCUTS[name](chain, question, search)
+        for i, ctx in enumerate(contexts):
+            out.append((f"{name}:{i + 1}" if name == "per_hop" else name, ctx))
+    return out
+
+
+def render_context(passages: Sequence[str]) -> str:
+    """Passages as Search-R1 renders retrieved documents (``Doc i(Title: ...) text``-like lines):
+    ``Doc i: passage`` one a line (ours; the chain passages carry no separate title field here).
+
+    Example:
+        >>> render_context(["x", "y"])
+        'Doc 1: x\\nDoc 2: y\\n'
+    """
+    return "".join(f"Doc {i + 1}: {p.strip()}\n" for i, p in enumerate(passages))
+
+
+def likelihood_pieces(policy, question: str, passages: Sequence[str], answer: str) -> tuple[list[int], list[int], list[int]]:
+    """Token ids of (prefix up to and including ``<answer>``, the answer, ``</answer>``).
+
+    Each piece is encoded separately so the answer's tokens are exactly the mask (ours; the
+    tags are special-ish tokens, so the split matches the solver's own tokenisation of them).
+    """
+    prefix = policy.chat_prompt(protocol.solver_user_message(question))
+    if passages:
+        prefix += protocol.information_block(render_context(passages))
+    return (policy.encode(prefix + protocol.ANSWER_OPEN), policy.encode(answer.strip()),
+            policy.encode(protocol.ANSWER_CLOSE))
+
+
+@torch.no_grad()
+def answer_logliks(policy, question: str, answer: str, contexts: Sequence[Sequence[str]]) -> list[float]:
+    """log p(a | q, context) for each context, teacher-forced with ``policy``: one batched, right-
+    padded forward through :meth:`Policy.token_logprobs`, summing only the answer's tokens.
+
+    Example:
+        >>> # answer_logliks(policy, "Where was Ann born?", "Rome", [[], ["Ann was born in Rome."]])
+    """
+    if not contexts:
+        return []
+    rows, masks = [], []
+    for ctx in contexts:
+        prefix, ans, close = likelihood_pieces(policy, question, ctx, answer)
+        if not ans:
+            raise ValueError("answer_logliks: the answer encodes to no tokens")
+        rows.append(prefix + ans + close)
+        masks.append([0] * len(prefix) + [1] * len(ans) + [0] * len(close))
+    width = max(len(r) for r in rows)
+    pad = policy.tokenizer.pad_token_id
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    answer_mask = torch.zeros((len(rows), width))
+    for i, (r, m) in enumerate(zip(rows, masks)):
+        ids[i, :len(r)] = torch.tensor(r)
+        attn[i, :len(r)] = 1
+        answer_mask[i, :len(m)] = torch.tensor(m, dtype=torch.float32)
+    logprobs = policy.token_logprobs(ids, attn).float().cpu()
+    return (logprobs * answer_mask).sum(dim=1).tolist()
+
+
+def information_gain(policy, chain, question: str, answer: str, search,
+                     shortcuts: Sequence[str] = ALL_SHORTCUTS) -> dict:
+    """Eq. 5: Delta_B = log p(a | q, E) - max_b log p(a | q, b), E = all the chain's passages.
+
+    Returns ``{"gain", "full", "shortcuts": {label: loglik}, "strongest": label}``; the full
+    context and every shortcut context go through one forward. An empty shortcut set gives
+    Delta = log p(a | q, E) (ours: nothing to compare against).
+
+    Example:
+        >>> # information_gain(policy, chain, "Where was Ann born?", "Rome", search_tool)["gain"]
+    """
+    labelled = shortcut_contexts(chain, question, search, shortcuts)
+    lls = answer_logliks(policy, question, answer, [list(chain.passages)] + [c for _, c in labelled])
+    full, rest = lls[0], dict(zip((name for name, _ in labelled), lls[1:]))
+    strongest = max(rest, key=rest.get) if rest else None
+    gain = full - (rest[strongest] if rest else 0.0)
+    return {"gain": gain, "full": full, "shortcuts": rest, "strongest": strongest}
+
+
+def info_gain_reward(gain: float, form: str = "positive_part", margin: float = 0.0) -> float:
+    """The reward of a gain: positive only when Delta_B > margin (abstract, Fig. 3).
+
+    ``form`` (ours; the paper gives no closed form in the text we have): ``positive_part`` =
+    max(0, Delta_B - margin), ``indicator`` = 1[Delta_B > margin]. ``margin`` is ours (0).
+
+    Example:
+        >>> info_gain_reward(0.0), info_gain_reward(2.0, margin=0.5), info_gain_reward(0.3, "indicator")
+        (0.0, 1.5, 1.0)
+    """
+    if form == "positive_part":
+        return max(0.0, float(gain) - margin)
+    if form == "indicator":
+        return 1.0 if gain > margin else 0.0
+    raise ValueError(f"unknown info-gain reward form {form!r}; use positive_part or indicator")
