@@ -235,7 +235,7 @@ RULES: dict[str, tuple] = {
     "search.topk": (_at_least(1), "an integer >= 1"),
     "backbone.model": (lambda v, _: bool(v.strip()), "'tiny', a model path or a hub id"),
     **{f"backbone.{k}": (_at_least(1), "an integer >= 1")
-       for k in ("vocab_size", "hidden_size", "layers", "heads", "kv_heads", "sft_batch")},
+       for k in ("vocab_size", "hidden_size", "layers", "sft_batch")},
     "backbone.heads": (lambda v, s: v >= 1 and s.hidden_size % v == 0, "an integer >= 1 dividing backbone.hidden_size"),
     "backbone.kv_heads": (lambda v, s: v >= 1 and s.heads % v == 0, "an integer >= 1 dividing backbone.heads"),
     "backbone.sft_steps": (_at_least(0), "an integer >= 0"),

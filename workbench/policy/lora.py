@@ -76,11 +76,6 @@ def add_lora(model, rank: int, alpha: float, seed: int, gradient_checkpointing: 
         return peft.get_peft_model(model, config)
 
 
-def adapter_state(model) -> dict[str, torch.Tensor]:
-    """The adapter's tensors (what a checkpoint holds), by PEFT's names."""
-    return _peft().get_peft_model_state_dict(model, adapter_name=ADAPTER)
-
-
 def save_adapter(model, directory: str | Path) -> Path:
     """Write the adapter alone (``adapter_config.json``, ``adapter_model.safetensors``)."""
     directory = Path(directory)

@@ -216,7 +216,6 @@ def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch
     Example:
         >>> # scored = score_questions(policy, SearchTool(con), load_questions(con, "tinyworld", "val"), cfg.rollout)
     """
-    from workbench.policy.rollout import rollout
     from workbench.scoring import cover_exact_match, exact_match, f1_score
 
     preds, turns = [], []

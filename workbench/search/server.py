@@ -178,19 +178,6 @@ def answer(tool: Retriever, request: Request) -> dict:
     return {"result": [[document(h) for h in row] for row in hits]}
 
 
-def retrieve(tool: Retriever, body) -> dict:
-    """Answer one ``/retrieve`` request body (a parsed JSON object). Raises RequestError (a
-    ValueError) on bad input.
-
-    Example:
-        >>> retrieve(None, {"topk": 3})
-        Traceback (most recent call last):
-        ...
-        workbench.search.server.RequestError: body must be a JSON object with "queries": a list of strings
-    """
-    return answer(tool, parse_request(body))
-
-
 def encode_json(payload: dict) -> bytes:
     """UTF-8 JSON; falls back to ASCII escapes for text UTF-8 cannot hold (lone surrogates).
 
