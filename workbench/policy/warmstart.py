@@ -43,10 +43,11 @@ the masks are built by segment, so a collator would add nothing, and on 2 CPU co
 lack of overhead matters. Linear warm-up then cosine decay to 10%, gradient clipping at 1.0,
 length-bucketed batches (ours).
 
-Cache: the result lives in ``paths.cache_dir()/warmstart/<key>`` where ``key`` hashes the
-evaluated world's passages, the preset's backbone/search/rollout settings, the seed, the
-warm-start parameters and the code of every module that shapes the demonstrations, without
-docstrings and comments (``code_version``). A second call with the same inputs loads it instead of training.
+Cache: the result lives in ``paths.cache_dir()/warmstart/<key>`` where ``key`` (``cache_key``)
+hashes the evaluated world's passages, the settings that shape the model, the seed, the warm-start
+parameters and ``WARMSTART_VERSION``, a number bumped by hand when the recipe changes what it makes
+(``recipe_fingerprint``, pinned by a test, tells when). A second call with the same inputs loads it
+instead of training.
 
 Example:
     >>> from workbench.policy.warmstart import solver_queries
@@ -355,8 +356,12 @@ def recipe_fingerprint() -> str:
                               [[e.input_ids, e.trained] for e in examples]]).encode())
     for name, tensor in sorted(policy.model.state_dict().items()):
         digest.update(name.encode() + np.round(tensor.float().numpy(), 5).tobytes())
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a fixed reduction order for the losses
-    losses = sft(policy.model, examples, 3, 4, backbone.sft_lr, 0, tok.pad_token_id)
+    try:
+        losses = sft(policy.model, examples, 3, 4, backbone.sft_lr, 0, tok.pad_token_id)
+    finally:
+        torch.set_num_threads(threads)
     digest.update(json.dumps([round(float(x), 3) for x in losses]).encode())
     return digest.hexdigest()[:16]
 
