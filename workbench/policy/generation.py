@@ -125,16 +125,14 @@ class _ChoiceProcessor:
     def __init__(self, tokenizer, choices: Choices, prompt_len: int):
         marker = tokenizer(choices.marker, add_special_tokens=False)["input_ids"]
         self.prompt_len, self.marker = prompt_len, marker
-        self.sequences = []
-        for row in choices.per_row:
-            seqs = []
-            for text in row:
-                ids = tokenizer(choices.marker + text, add_special_tokens=False)["input_ids"]
-                if ids[:len(marker)] != marker:
-                    raise ValueError(f"choices: the tokenizer does not keep {choices.marker!r} whole before "
-                                     f"{text!r}; constrained answers need a tokenizer that does (the tiny tier's)")
-                seqs.append(ids[len(marker):])
-            self.sequences.append(seqs)
+        encoded: dict[str, list[int]] = {}  # a chain's M rows share its choices: tokenise each once
+        for text in {t for row in choices.per_row for t in row}:
+            ids = tokenizer(choices.marker + text, add_special_tokens=False)["input_ids"]
+            if ids[:len(marker)] != marker:
+                raise ValueError(f"choices: the tokenizer does not keep {choices.marker!r} whole before "
+                                 f"{text!r}; constrained answers need a tokenizer that does (the tiny tier's)")
+            encoded[text] = ids[len(marker):]
+        self.sequences = [[encoded[t] for t in row] for row in choices.per_row]
 
     def _after_marker(self, ids: list[int]) -> list[int] | None:
         m = len(self.marker)
@@ -144,8 +142,9 @@ class _ChoiceProcessor:
         return None
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        generated = input_ids[:, self.prompt_len:].tolist()  # one device-to-host copy a step, not one a row
         for row, seqs in enumerate(self.sequences):
-            after = self._after_marker(input_ids[row, self.prompt_len:].tolist()) if seqs else None
+            after = self._after_marker(generated[row]) if seqs else None
             if after is None:
                 continue
             allowed = {s[len(after)] for s in seqs if len(s) > len(after) and s[:len(after)] == after}
