@@ -214,13 +214,11 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         >>> # eval_id = evaluate("data/tiny.duckdb", "data/models/base", "tinyworld", split="test", limit=50)
     """
     from workbench.config import preset as get_preset
-    from workbench.method.progress import quiet_weight_bars
     from workbench.policy.generation import backend_settings
     from workbench.policy.model import Policy, model_labels
     from workbench.policy.rollout import load_questions, score_questions
     from workbench.search.tool import SearchTool
 
-    quiet_weight_bars()
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
     try:

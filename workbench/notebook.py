@@ -42,10 +42,7 @@ def start(preset: str) -> str:
         SMOKE SIZE: this run checks the plumbing ...
         'smoke'
     """
-    from workbench.method.progress import quiet_weight_bars
-
     preset = effective_preset(preset)
-    quiet_weight_bars()
     if preset == "smoke":
         print(SMOKE_NOTE)
     return preset

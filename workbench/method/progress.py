@@ -7,9 +7,8 @@ Three things, all light (no torch at import, so ``workbench runs show`` stays fa
   text bar moves in a terminal, in papermill's log and in JupyterLab alike.
 * ``WarmStartProgress``: a ``log`` for ``policy.warmstart.warmstart`` that turns the lines it logs
   into a moving text bar (demonstrations, SFT steps, validation), so a first run that trains its
-  warm start does not sit silent; ``quiet_weight_bars`` silences transformers' per-file
-  "Loading weights" / "Writing model shards" bars, which finish in milliseconds here and stay at 0%
-  in a saved notebook.
+  warm start does not sit silent (``Policy.load``/``save`` silence transformers' per-file weight
+  bars, ``policy.model.quiet_weight_bars``).
 * ``write_progress`` / ``read_progress``: ``runs/<run>/progress.json``, rewritten after each round,
   so a run's progress can be read while its training process holds the store's write lock
   (DuckDB lets no other process open a store that one process writes).
@@ -34,33 +33,6 @@ import time
 from pathlib import Path
 
 PROGRESS_FILE = "progress.json"
-# The bars transformers draws around every save and load (one tiny file here: they finish at once).
-WEIGHT_BARS = ("Loading weights", "Writing model shards")
-_quiet = False
-
-
-def quiet_weight_bars() -> None:
-    """Hide transformers' "Loading weights" / "Writing model shards" bars in this process (idempotent).
-
-    Other transformers and Hugging Face Hub bars (a model download) are kept.
-
-    Example:
-        >>> quiet_weight_bars()  # doctest: +SKIP
-    """
-    global _quiet
-    if _quiet:
-        return
-    from transformers.utils import logging as hf_logging
-
-    def hook(factory, args, kwargs):
-        if kwargs.get("desc") in WEIGHT_BARS:
-            return hf_logging.EmptyTqdm(*args, **kwargs)
-        return factory(*args, **kwargs)
-
-    hf_logging.set_tqdm_hook(hook)
-    _quiet = True
-
-
 def text_bar(total: int, desc: str, initial: int = 0, unit: str = "it", enabled: bool = True, **kwargs):
     """A tqdm text bar on stdout that redraws on every update.
 

@@ -39,7 +39,7 @@ from workbench import paths, store
 from workbench.config import Config, preset as get_preset
 from workbench.method.loop import Trainer
 from workbench.method.methods import method_spec
-from workbench.method.progress import (WarmStartProgress, quiet_weight_bars, round_bar, round_postfix,
+from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
                                        write_progress)
 from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
 
@@ -129,7 +129,6 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         raise ValueError("--resume and --overwrite: choose one (continue the run, or replace it)")
     cfg = get_preset(preset, **overrides)
     log = log or (lambda *_: None)
-    quiet_weight_bars()
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
     try:

@@ -89,6 +89,33 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+# The bars transformers draws around every save and load (one tiny file here: they finish at once).
+WEIGHT_BARS = ("Loading weights", "Writing model shards")
+_quiet = False  # quiet_weight_bars has run in this process
+
+
+def quiet_weight_bars() -> None:
+    """Hide transformers' "Loading weights" / "Writing model shards" bars in this process (idempotent;
+    ``Policy.load`` and ``Policy.save`` call it): they finish in milliseconds here and stay at 0% in
+    a saved notebook. Other transformers and Hugging Face Hub bars (a model download) are kept.
+
+    Example:
+        >>> quiet_weight_bars()  # doctest: +SKIP
+    """
+    global _quiet
+    if _quiet:
+        return
+    from transformers.utils import logging as hf_logging
+
+    def hook(factory, args, kwargs):
+        if kwargs.get("desc") in WEIGHT_BARS:
+            return hf_logging.EmptyTqdm(*args, **kwargs)
+        return factory(*args, **kwargs)
+
+    hf_logging.set_tqdm_hook(hook)
+    _quiet = True
+
+
 class Policy:
     """A causal LM, its tokenizer and a generation backend, on one device.
 
@@ -135,6 +162,7 @@ class Policy:
             ...
             ValueError: cannot load a causal LM from '/no/such/model': ...
         """
+        quiet_weight_bars()
         device = device or _default_device()
         unsloth = lora.unsloth_available(device)
         try:
@@ -216,6 +244,7 @@ class Policy:
             >>> (d / "config.json").exists()
             True
         """
+        quiet_weight_bars()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         # a LoRA policy is saved with its adapters folded in, so the directory loads anywhere (eval, vLLM)
@@ -253,9 +282,8 @@ class Policy:
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ValueError(f"generate: need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1; "
                              f"got {temperature}, {top_p}, {max_new_tokens}")
-        extra = {"choices": choices} if choices is not None else {}
         return self.backend.generate(prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                                     top_p=top_p, stop=tuple(stop), seed=seed, **extra)
+                                     top_p=top_p, stop=tuple(stop), seed=seed, choices=choices)
 
     def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        entropy_mask: torch.Tensor | None = None):
