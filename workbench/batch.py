@@ -478,7 +478,7 @@ def _connect(db: Path, read_only: bool = False):
 
     for attempt in range(60):
         try:
-            return duckdb.connect(str(db), read_only=True) if read_only else store.connect(db)
+            return store.connect(db, read_only=read_only)
         except duckdb.IOException:
             if attempt == 59:
                 raise

@@ -135,8 +135,8 @@ class RoundResult:
         s_path = np.asarray([s.s_path for s in scores]) if scores else np.zeros(1)
         gen = [s for s in self.slots if s.source == "generated"]
         seed = [s for s in self.slots if s.source == "seed"]
-        proposer = [c.reward for c in self.candidates if c.reward is not None]
         candidates = self.candidates
+        proposer = [c.reward for c in candidates if c.reward is not None]
 
         def mean(values):
             return float(np.mean(values)) if values else None

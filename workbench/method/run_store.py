@@ -17,8 +17,8 @@ Where a run's rows live (``workbench/store.py`` documents the columns):
 Example:
     >>> from workbench import store
     >>> rs = RunStore(store.connect(":memory:"), "demo")
-    >>> rs.exists(), rs.completed_rounds()
-    (False, 0)
+    >>> rs.exists(), rs.settings()
+    (False, None)
 """
 
 from __future__ import annotations
@@ -55,12 +55,6 @@ class RunStore:
         """(method, config) the run was started with, or None."""
         row = self.con.execute("SELECT method, config FROM runs WHERE run = ?", [self.run]).fetchall()
         return (row[0][0], json.loads(row[0][1])) if row else None
-
-    def completed_rounds(self) -> int:
-        """How many rounds the store holds whole (their metrics row is the last write of a round)."""
-        (n,) = self.con.execute("SELECT coalesce(max(round) + 1, 0) FROM run_metrics WHERE run = ?",
-                                [self.run]).fetchall()[0]
-        return int(n)
 
     def start(self, method: str, cfg, steps: int) -> None:
         """Record the run as running with its settings (replacing its previous row)."""
@@ -106,7 +100,7 @@ class RunStore:
             self._store_generated(result)
             clock = time.perf_counter()
             traj_ids = store_trajectories(
-                self.con, self.run, t, [r.trajectory for r in result.rollouts], self._question_ids(result),
+                self.con, self.run, t, [r.trajectory for r in result.rollouts], [s.question_id for s in result.slots],
                 scores=[(r.score.r_ans, r.score.s_path, r.score.reward) for r in result.rollouts])
             for task in result.tasks:
                 store_verdicts(self.con, self.run, t, task.chain.chain_id, [c.verdict for c in task.candidates],
@@ -138,13 +132,10 @@ class RunStore:
             self.con.execute("INSERT INTO generated_questions VALUES (?, ?, ?, ?)",
                              [slot.question_id, self.run, result.round, slot.chain.chain_id])
 
-    @staticmethod
-    def _question_ids(result) -> list[int]:
-        return [s.question_id for s in result.slots]
-
     def _write_back_items(self, result, traj_ids: list[int]) -> list[WriteBackItem]:
         """Generated-question trajectories with their retrieved passages (section 3.4)."""
-        wanted = sorted({p for r in result.rollouts for p in r.trajectory.passage_ids})
+        wanted = sorted({p for s in result.slots if s.chain is not None and s.chain.chain_id >= 0
+                         for r in s.rollouts for p in r.trajectory.passage_ids})
         texts = dict(self.con.execute(
             "SELECT passage_id, text FROM passages WHERE passage_id IN (SELECT unnest(?))", [wanted]).fetchall()
         ) if wanted else {}
