@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 from workbench import store
-from workbench.kg.sources import BOM, check_input, fingerprint, json_value
+from workbench.kg.sources import check_input, fingerprint, json_value, record_import, strip_bom
 
 FORMATS = ("auto", "parquet", "kilt", "hotpot", "jsonl")
 DEFAULT_SPLIT = "test"
@@ -114,8 +114,8 @@ def _jsonl(path: Path) -> Iterator[tuple[int, object]]:
     """(line number, the line's JSON value or an ``_Unreadable``) for every non-blank line."""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
-            if lineno == 1 and raw.startswith(BOM):
-                raw = raw[len(BOM):]
+            if lineno == 1:
+                raw = strip_bom(raw)
             if not raw.strip():
                 continue
             try:
@@ -191,7 +191,7 @@ def _parquet_row(row: dict) -> QARecord:
 def _hotpot_list(path: Path) -> list:
     """The HotpotQA file's JSON list; errors name the file (and the line of bytes that are not UTF-8)."""
     data = path.read_bytes()
-    data = data[len(BOM):] if data.startswith(BOM) else data
+    data = strip_bom(data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -240,7 +240,7 @@ def detect_format(path: str | Path) -> str:
     with open(path, "rb") as f:
         raw = f.read(1 << 16)
     # detection only: undecodable bytes are reported, with their line, when the records are read
-    head = raw[len(BOM):] if raw.startswith(BOM) else raw
+    head = strip_bom(raw)
     head = head.decode("utf-8", errors="replace").lstrip()
     if head.startswith("["):
         return "hotpot"
@@ -307,9 +307,8 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
         report = {"questions": len(records), "splits": splits,
                   "replaced": sum(n for _, n in clash) if replace else 0,
                   "appended_to": sum(n for _, n in clash) if append else 0}
-        con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped, fingerprint, inserted) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)", [import_id, f"qa:{fmt}", str(path), len(records) + len(skipped),
-                                                     len(skipped), fingerprint(path), json.dumps(report)])
+        record_import(con, import_id, f"qa:{fmt}", path, len(records) + len(skipped), len(skipped),
+                      fingerprint(path), report)
         if skipped:
             con.executemany("INSERT INTO skipped_lines VALUES (?, ?, ?, ?)",
                             [[import_id, str(path), number, error] for number, error in skipped])

@@ -167,6 +167,25 @@ class _Bad(Exception):
 
 
 BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark some editors put first in a file
+
+
+def strip_bom(raw: bytes) -> bytes:
+    """``raw`` without a leading UTF-8 byte order mark (every importer reads files through this).
+
+    Example:
+        >>> strip_bom(BOM + b'{"a": 1}')
+        b'{"a": 1}'
+    """
+    return raw[len(BOM):] if raw.startswith(BOM) else raw
+
+
+def record_import(con, import_id: int, kind: str, file, lines: int, skipped: int, fingerprint: str,
+                  inserted: dict) -> None:
+    """The ``imports`` row of one import: what it read, skipped and inserted, and its file's
+    fingerprint (a second import of the same file is refused by it)."""
+    con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped, fingerprint, inserted) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)", [import_id, kind, str(file), lines, skipped, fingerprint,
+                                                 json.dumps(inserted)])
 SAMPLE_BYTES = 1 << 20  # fingerprint: the first and last MiB of a file, with its size
 
 
@@ -280,8 +299,8 @@ class _Import:
                     raise ValueError(f"{path} line {lineno + 1}: {_read_error(err)}") from None
                 lineno += 1
                 bar.update(len(raw))
-                if lineno == 1 and raw.startswith(BOM):
-                    raw = raw[len(BOM):]
+                if lineno == 1:
+                    raw = strip_bom(raw)
                 if not raw.strip():
                     continue
                 self.lines += 1
@@ -302,9 +321,8 @@ class _Import:
 
     def finish(self, **counts) -> dict:
         """Write the ``imports`` row; the report: counts of rows inserted, lines, skipped, speed."""
-        self.con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped, fingerprint, inserted) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)", [self.import_id, self.kind, str(self.file), self.lines,
-                                                         self.skipped, self.fingerprint, json.dumps(counts)])
+        record_import(self.con, self.import_id, self.kind, self.file, self.lines, self.skipped, self.fingerprint,
+                      counts)
         seconds = time.perf_counter() - self.started
         return {"import_id": self.import_id, "kind": self.kind, "file": str(self.file),
                 "lines": self.lines, "skipped": self.skipped, **counts,
