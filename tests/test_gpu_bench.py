@@ -53,9 +53,9 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     model = warmstart(con, preset=preset("smoke"), seed=0, log=None)
     con.close()
     r = gb.bench_gpu("tiny-test", device="cpu", engines=["hf", "vllm"], batch=2, prompt_tokens=4, new_tokens=3,
-                     lora_rank=2, update_batch=2, update_tokens=8, update_steps=1, round_model=str(model), db=str(db),
-                     preset="smoke", overrides={"method.minibatches": 2})
-    assert sorted(r) == ["device", "dtype", "generation", "goals", "params", "round", "shape", "update"]
+                     lora_rank=2, update_batch=2, update_tokens=8, update_steps=1, model=str(model), db=str(db),
+                     preset="smoke", overrides={"method.minibatches": 2}, parts=["generation", "update", "loop", "round"])
+    assert sorted(r) == ["device", "dtype", "generation", "goals", "loop", "params", "round", "shape", "update"]
     hf = r["generation"]["engines"]["hf"]
     assert hf["tokens"] == 2 * 3 and hf["tokens_per_s"] > 0 and 0 < hf["roofline_share"] < 1
     if "skipped" in r["generation"]["engines"]["vllm"]:  # CPU machines: the import error, shown as it is
@@ -63,6 +63,9 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     upd = r["update"]
     assert upd["trainer"] == "peft" and upd["step_s"] > 0 and upd["reference_s"] > 0 and upd["old_logprobs_s"] > 0
     assert upd["peak_gib"] is None
+    loop = r["loop"]["engines"]["hf"]  # rollout() on the random tiny-test model with the smoke tokenizer, padded
+    assert loop["generated_tokens"] > 0 and loop["tokens_per_s"] > 0 and loop["mean_turns"] >= 1
+    assert r["round"]["model"] != str(model)  # the random shape's folder, not the warm start
     rnd = r["round"]
     assert {"proposer_gate", "rollouts", "rewards", "update", "sync", "write_back"} <= set(rnd["stages_s"])
     assert rnd["s_per_optimiser_step"] == pytest.approx(rnd["round_s"] / 2)
@@ -78,4 +81,37 @@ def test_the_command_prints_the_json(capsys):
     assert main(argv) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["update"]["trainer"] == "full" and r["generation"]["engines"]["hf"]["tokens"] == 4
-    assert "skipped" in r["round"]
+    assert set(r) == {"device", "dtype", "generation", "goals", "params", "shape", "update"}  # the default parts
+
+
+def test_paper_shape_folder_pads_the_tokenizer_to_the_shapes_vocabulary(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.config import preset
+    from workbench.policy.model import Policy, tiny_model
+    from workbench.policy.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["some text about rome and paris"] * 5, vocab_size=300)
+    Policy(tiny_model(preset("smoke").backbone, tok, 0), tok).save(tmp_path / "small")
+    folder = gb.paper_shape_folder("tiny-test", tmp_path / "small", tmp_path / "shape")
+    padded = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert len(padded) == model.config.vocab_size == gb.SHAPES["tiny-test"]["vocab_size"]
+    assert padded("rome")["input_ids"] == tok("rome")["input_ids"]  # the original tokens keep their ids
+    assert padded.decode([len(tok)]) == "<|pad0|>" and model.config.eos_token_id == tok.eos_token_id
+    with pytest.raises(ValueError, match="more than tiny-test's vocabulary"):
+        gb.paper_shape_folder("tiny-test", _bigger(tmp_path, tok), tmp_path / "again")
+
+
+def _bigger(tmp_path, tok):
+    """A tokenizer folder with more tokens than tiny-test's 1,024."""
+    tok.add_tokens([f"<|x{i}|>" for i in range(1100)])
+    tok.save_pretrained(tmp_path / "big")
+    return tmp_path / "big"
+
+
+def test_parts_are_checked(capsys):
+    with pytest.raises(ValueError, match="--parts"):
+        gb.bench_gpu("tiny-test", device="cpu", parts=["gen"])
+    with pytest.raises(ValueError, match="need --model"):
+        gb.bench_gpu("tiny-test", device="cpu", parts=["loop"])

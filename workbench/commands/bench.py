@@ -78,8 +78,14 @@ def _gpu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--update-batch", dest="update_batch", type=int, default=8)
     p.add_argument("--update-tokens", dest="update_tokens", type=int, default=1024)
     p.add_argument("--update-steps", dest="update_steps", type=int, default=3, help="timed steps after one warm-up")
+    p.add_argument("--parts", nargs="+", default=["generation", "update"],
+                   choices=["generation", "update", "logprobs", "loop", "round"],
+                   help="what to measure (default: generation update); logprobs, loop and round need --model and --db")
+    p.add_argument("--model", default=None,
+                   help="a model directory with its tokenizer (the warm start): logprobs samples from it; loop and "
+                        "round run a random --shape model with its tokenizer padded to the shape's vocabulary")
     p.add_argument("--round-model", dest="round_model", default=None,
-                   help="also time one CoEvoKG round with this model directory on --db")
+                   help="loop and round: this model directory instead of the random --shape one")
     p.add_argument("--preset", default="tiny", help="the round's preset")
     p.add_argument("--db", default=None, help="the round's store (default: the preset's)")
     add_set(p)

@@ -1,15 +1,14 @@
 """``workbench bench gpu``: the GPU engine against the hardware's limit (issue 14), as JSON.
 
 Runs on CUDA (``--device cpu`` with ``--shape tiny-test`` checks the plumbing only: that is what
-the CPU tests run). Three parts, each at a model *shape* with random weights (a speed figure does
-not need trained weights; ``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1-8B):
+the CPU tests run). The parts (``--parts``), at a model *shape* with random weights where a speed
+figure does not need trained ones (``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1-8B):
 
 * ``generation``: ``batch`` token-id prompts of ``prompt_tokens``, every row sampled to
   ``new_tokens`` (eos ignored), on each engine: Hugging Face ``generate`` (KV cache, the logits
   kept as our HF backend keeps them for the log-probs) and vLLM (bfloat16, with one log-prob per
-  token as the loop asks, and without). Generated tokens/s, and the share of the HBM roofline:
-  a decode step reads every weight once plus the KV cache of every row
-  (:func:`decode_roofline`).
+  token and without). Generated tokens/s, and the share of the HBM roofline: a decode step reads
+  every weight once plus the KV cache of every row (:func:`decode_roofline`).
 * ``update``: one policy-update step as ``Trainer._step`` runs it (``Policy.token_logprobs`` with
   entropy, the reference's log-probs, ``update.policy_loss``, backward, clipping, AdamW) on
   ``update_batch`` x ``update_tokens`` tokens, LoRA rank ``lora_rank`` (0: full fine-tune):
@@ -17,10 +16,13 @@ not need trained weights; ``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1-8B):
   forward the update adds when vLLM samples: ``Trainer.recompute_old_logprobs``, instead of
   vLLM's per-token log-probs, which halve its throughput), peak GPU memory, and TFLOP/s by
   6 N T against a measured bf16 matmul rate.
-* ``round`` (with ``round_model``, a model directory): one CoEvoKG round of ``train`` on ``db``
-  at ``preset`` with ``overrides``: seconds per stage (the round's ``time_*`` keys), peak GPU
-  memory, and the paper's 314 optimiser steps extrapolated beside Search-R1's reported 36-126 s a
-  step on 8 H100s.
+* ``logprobs``: vLLM's log-probs against the trainer's for the same sampled tokens, on a trained
+  ``model`` (:func:`bench_logprobs`).
+* ``loop``: ``rollout`` itself (multi-turn, stops, masks, search) at the shape on each engine
+  (:func:`bench_loop`).
+* ``round``: one CoEvoKG round of ``train`` on ``db`` at ``preset`` with ``overrides``: seconds per
+  stage (the round's ``time_*`` keys), peak GPU memory, and the paper's 314 optimiser steps
+  extrapolated beside Search-R1's reported 36-126 s a step on 8 H100s.
 
 ``goals`` compares with the issue's: generation >= 20k tokens/s and >= 5x HF; an update step
 within 1.25x of Unsloth's 0.36 s and under 16 GiB (3B shape, LoRA r 16, 8 x 1,024 tokens).
@@ -33,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import tempfile
 import time
@@ -50,9 +53,9 @@ SHAPES = {
     "llama-3.1-8b": {"arch": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                      "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
                      "tie_word_embeddings": False},
-    # a few hundred thousand parameters: the plumbing check the CPU tests run
+    # a few hundred thousand parameters: the plumbing check the CPU tests run (the smoke tokenizer's vocabulary)
     "tiny-test": {"arch": "qwen2", "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
-                  "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 512, "tie_word_embeddings": True},
+                  "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 1024, "tie_word_embeddings": True},
 }
 HBM_BYTES_PER_S = 4.8e12  # the H200's HBM3e bandwidth
 UNSLOTH_STEP_S = 0.36  # issue 14: Unsloth LoRA r 16, 8 x 1,024 tokens, 3B shape, on the H200
@@ -108,7 +111,8 @@ def step_tflops(shape: dict, tokens: int, seconds: float) -> float:
 
 def goals(result: dict) -> dict:
     """The issue's goals as booleans where the result measured them at the settings they are stated
-    for (the 3B shape; generation at batch 256; the update at LoRA r 16, 8 x 1,024 tokens), else None.
+    for (the 3B shape; generation at batch 256, in the loop when ``loop`` ran, else bare; the update
+    at LoRA r 16, 8 x 1,024 tokens), else None.
 
     Example:
         >>> goals({"shape": "qwen2.5-3b", "generation": {"batch": 256, "vllm_over_hf": 6.0,
@@ -118,11 +122,14 @@ def goals(result: dict) -> dict:
         True
     """
     at_3b = result.get("shape") == "qwen2.5-3b"
-    gen, upd = result.get("generation") or {}, result.get("update") or {}
-    gen_ok = at_3b and gen.get("batch") == 256
+    gen, upd, loop = result.get("generation") or {}, result.get("update") or {}, result.get("loop") or {}
     upd_ok = at_3b and (upd.get("lora_rank"), upd.get("batch"), upd.get("tokens_per_row")) == (16, 8, 1024)
-    rate = ((gen.get("engines") or {}).get("vllm") or {}).get("tokens_per_s_logprobs") if gen_ok else None
-    ratio = gen.get("vllm_over_hf") if gen_ok else None
+    if at_3b and loop.get("batch") == 256:  # the goal's own setting: rollouts in the loop
+        rate, ratio = ((loop.get("engines") or {}).get("vllm") or {}).get("tokens_per_s"), loop.get("vllm_over_hf")
+    elif at_3b and gen.get("batch") == 256:  # bare generation, with a log-prob a token
+        rate, ratio = ((gen.get("engines") or {}).get("vllm") or {}).get("tokens_per_s_logprobs"), gen.get("vllm_over_hf")
+    else:
+        rate = ratio = None
     step, peak = (upd.get("step_s"), upd.get("peak_gib")) if upd_ok else (None, None)
     return {"generation_20k_tokens_per_s": None if rate is None else rate >= 20_000,
             "generation_5x_hf": None if ratio is None else ratio >= 5,
@@ -132,28 +139,53 @@ def goals(result: dict) -> dict:
 
 # -- the bench ---------------------------------------------------------------------------------
 
+PARTS = ("generation", "update", "logprobs", "loop", "round")
+
+
 def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", "hf"), batch: int = 256,
               prompt_tokens: int = 512, new_tokens: int = 256, lora_rank: int = 16, update_batch: int = 8,
               update_tokens: int = 1024, update_steps: int = 3, round_model: str | None = None, db=None,
               preset: str = "tiny", overrides: dict | None = None, bandwidth: float = HBM_BYTES_PER_S,
-              seed: int = 0) -> dict:
-    """Measure the parts of the module docstring and return them as one JSON-ready dict.
+              seed: int = 0, parts=("generation", "update"), model: str | None = None) -> dict:
+    """Measure the ``parts`` of the module docstring and return them as one JSON-ready dict.
+
+    ``model`` (a model directory with its tokenizer, e.g. the warm start) is what ``logprobs``
+    samples from; ``loop`` and ``round`` run a random model of ``shape`` with ``model``'s tokenizer
+    padded to the shape's vocabulary (:func:`paper_shape_folder`), or ``round_model`` when given.
 
     Example:
         >>> r = bench_gpu("tiny-test", device="cpu", engines=["hf"], batch=2, prompt_tokens=4, new_tokens=3,
         ...               lora_rank=2, update_batch=2, update_tokens=8, update_steps=1)  # doctest: +SKIP
         >>> sorted(r)  # doctest: +SKIP
-        ['device', 'dtype', 'generation', 'goals', 'params', 'round', 'shape', 'update']
+        ['device', 'dtype', 'generation', 'goals', 'params', 'shape', 'update']
     """
     spec = _check(shape, device, engines, batch, prompt_tokens, new_tokens, lora_rank, update_batch, update_tokens,
                   update_steps)
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        raise ValueError(f"--parts {list(parts)!r}: expected some of {list(PARTS)}")
+    if {"logprobs", "loop", "round"} & set(parts) and not (model or round_model):
+        raise ValueError("--parts logprobs/loop/round need --model (a model directory with its tokenizer, "
+                         "e.g. the warm start) or --round-model")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(seed)
     result = {"shape": shape, "params": param_count(spec), "device": _device_name(device), "dtype": str(dtype)[6:]}
-    result["generation"] = bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens, bandwidth)
-    result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps)
-    result["round"] = (bench_round(round_model, db, preset, overrides or {}, device) if round_model
-                       else {"skipped": "pass --round-model (a model directory) and --db to time a CoEvoKG round"})
+    if "generation" in parts:
+        result["generation"] = bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens,
+                                                bandwidth)
+    if "update" in parts:
+        result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps)
+    if "logprobs" in parts:
+        result["logprobs"] = bench_logprobs(model, db, preset, device, overrides)
+    with contextlib.ExitStack() as stack:
+        folder = round_model
+        if folder is None and {"loop", "round"} & set(parts):
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-gpu-shape-"))
+            paper_shape_folder(shape, model, folder, device, seed)
+        if "loop" in parts:
+            result["loop"] = bench_loop(folder, spec, db, preset, device, engines, batch, bandwidth, overrides)
+        if "round" in parts:
+            result["round"] = bench_round(folder, db, preset, overrides or {}, device)
     result["goals"] = goals(result)
     return result
 
@@ -363,7 +395,7 @@ def _update_policies(spec, device, dtype, lora_rank, tok):
     if lora.unsloth_available(device):  # pragma: no cover - CUDA + unsloth only
         with tempfile.TemporaryDirectory(prefix="bench-gpu-model-") as folder:
             Policy(random_model(spec, device, dtype), tok, device=device).save(folder)
-            policy = Policy.load(folder, device=device, dtype=dtype)
+            policy = Policy.load(folder, device=device, dtype=dtype, lora_rank=lora_rank)
     else:
         policy = Policy(random_model(spec, device, dtype), tok, device=device)
     kind = "unsloth" if policy.unsloth else "peft"
@@ -383,6 +415,133 @@ def matmul_tflops(device: str, n: int = 8192, repeats: int = 10) -> float | None
         a @ b
     _sync(device)
     return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def paper_shape_folder(shape: str, tokenizer_dir, folder, device: str = "cpu", seed: int = 0,
+                       dtype=torch.bfloat16) -> str:
+    """A model folder of ``shape`` with random weights and ``tokenizer_dir``'s tokenizer (and chat
+    template) padded with added tokens ``<|padN|>`` to the shape's vocabulary (Qwen2.5's 151,936):
+    a paper-shape policy the loop can run end to end where no pretrained weights can be downloaded.
+
+    Example:
+        >>> import tempfile  # doctest: +SKIP
+        >>> paper_shape_folder("tiny-test", "data/pretrained/warmstart/KEY", tempfile.mkdtemp())  # doctest: +SKIP
+    """
+    from transformers import AutoTokenizer
+
+    spec = SHAPES[shape]
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    if len(tok) > spec["vocab_size"]:
+        raise ValueError(f"{tokenizer_dir}: its tokenizer has {len(tok)} tokens, more than {shape}'s vocabulary "
+                         f"({spec['vocab_size']})")
+    tok.add_tokens([f"<|pad{i}|>" for i in range(spec["vocab_size"] - len(tok))])
+    torch.manual_seed(seed)
+    model = random_model(spec, device, dtype)
+    for config in (model.config, model.generation_config):
+        config.eos_token_id, config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    del model
+    _reset_peak(device)
+    return str(folder)
+
+
+def _loop_inputs(db, preset: str, n_questions: int, overrides: dict | None = None):
+    """(config, search tool, questions) of ``preset`` with ``overrides`` on the store ``db``: the tiny world's
+    test questions, ``n_questions`` of them drawn with a fixed seed."""
+    from workbench import store
+    from workbench.config import preset as get_preset
+    from workbench.policy.rollout import load_questions
+    from workbench.search.tool import SearchTool
+
+    if db is None:
+        raise ValueError("--parts logprobs/loop need --db (a store with a world)")
+    cfg = get_preset(preset, **(overrides or {}))
+    con = store.connect(db, read_only=True)
+    df = load_questions(con, "tinyworld", "test")
+    questions = df.sample(n=min(n_questions, len(df)), random_state=0).question.tolist()
+    return cfg, SearchTool(con, index=cfg.search.index, topk=cfg.search.topk), questions
+
+
+def bench_logprobs(model, db, preset: str, device: str, overrides: dict | None = None, n_questions: int = 64,
+                   group: int = 4, clip_eps: float = 0.2) -> dict:  # pragma: no cover - CUDA + vLLM only
+    """vLLM's per-token log-probs (served in bfloat16, raw logits) against the trainer's own
+    recomputation of the same sampled tokens (``Policy.token_logprobs``), float32 and bfloat16:
+    ``rollout`` of ``n_questions`` x ``group`` trajectories from ``model`` (multi-turn, searches),
+    then the difference over generated tokens: mean/p99/max |delta| (nats), the share of tokens
+    whose ratio exp(delta) leaves PPO's clip range [1 - eps, 1 + eps] from precision alone, and the
+    mean |sum of delta| a trajectory."""
+    from workbench.policy.generation import VLLMBackend
+    from workbench.policy.model import Policy
+    from workbench.policy.rollout import batch_tensors, rollout
+
+    cfg, search, questions = _loop_inputs(db, preset, n_questions, overrides)
+    policy = Policy.load(model, device=device, dtype=torch.float32)
+    policy.backend = VLLMBackend(model, policy.tokenizer, logprobs=True, gpu_memory_utilization=0.3, seed=0)
+    r = cfg.rollout
+    rows = rollout(policy, search, questions, group, max_turns=r.max_turns, topk=cfg.search.topk,
+                   temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
+                   max_total_tokens=r.max_total_tokens, seed=0)
+    tensors = batch_tensors(rows, policy.tokenizer.pad_token_id)
+    mask = tensors["loss_mask"].bool()
+    out = {"model": str(model), "trajectories": len(rows), "generated_tokens": int(mask.sum()),
+           "mean_turns": sum(t.turns for t in rows) / len(rows), "served_dtype": "bfloat16", "clip_eps": clip_eps}
+    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        policy.model.to(dtype)
+        with torch.no_grad():
+            trainer = torch.cat([policy.token_logprobs(tensors["input_ids"][i:i + 32].to(device),
+                                                       tensors["attention_mask"][i:i + 32].to(device)).float().cpu()
+                                 for i in range(0, len(rows), 32)])
+        delta = (tensors["old_logprobs"] - trainer) * mask
+        d = delta[mask].abs()
+        out[f"vs_trainer_{name}"] = {
+            "mean_abs": float(d.mean()), "p99_abs": float(d.quantile(0.99)), "max_abs": float(d.max()),
+            "share_outside_clip": float(((delta[mask].exp() - 1).abs() > clip_eps).float().mean()),
+            "mean_abs_sequence_sum": float(delta.sum(1).abs().mean())}
+    del policy
+    _reset_peak(device)
+    return out
+
+
+def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, bandwidth: float,
+               overrides: dict | None = None, group: int = 4) -> dict:  # pragma: no cover - CUDA only
+    """``rollout`` as the round calls it (multi-turn, stop strings, masks, the search tool, the
+    preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions
+    x ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at
+    the measured mean context. A random model never answers: every row uses its turns."""
+    from workbench.policy.model import Policy
+    from workbench.policy.rollout import rollout
+
+    cfg, search, questions = _loop_inputs(db, preset, max(1, batch // group), overrides)
+    r = cfg.rollout
+    out = {"batch": batch, "group": group, "rollout": dataclasses.asdict(r), "engines": {}}
+    for engine in engines:
+        try:
+            extra = {"gpu_memory_utilization": 0.5} if engine == "vllm" else {}
+            policy = Policy.load(folder, device=device, dtype=torch.bfloat16, backend=engine, **extra)
+        except ImportError as err:
+            out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
+            continue
+        kwargs = dict(max_turns=r.max_turns, topk=cfg.search.topk, temperature=r.temperature, top_p=r.top_p,
+                      max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens)
+        rollout(policy, search, questions[:2], 1, **{**kwargs, "max_turns": 1})  # warm-up
+        _sync(device)
+        start = time.perf_counter()
+        rows = rollout(policy, search, questions, group, **kwargs, seed=0)
+        seconds = time.perf_counter() - start
+        generated = sum(sum(t.loss_mask) for t in rows)
+        context, per_row = sum(t.length for t in rows) / len(rows), generated / len(rows)
+        roof = decode_roofline(spec, len(rows), int(context - per_row), int(per_row), bandwidth)
+        out["engines"][engine] = {"seconds": seconds, "generated_tokens": generated, "tokens_per_s": generated / seconds,
+                                  "mean_turns": sum(t.turns for t in rows) / len(rows), "mean_length": context,
+                                  "generation_s": sum(t.gen_seconds for t in rows), "roofline_tokens_per_s":
+                                  roof["tokens_per_s"], "roofline_share": generated / seconds / roof["tokens_per_s"]}
+        del policy
+        _reset_peak(device)
+    hf, vllm = out["engines"].get("hf", {}), out["engines"].get("vllm", {})
+    out["vllm_over_hf"] = vllm["tokens_per_s"] / hf["tokens_per_s"] if hf.get("tokens_per_s") and \
+        vllm.get("tokens_per_s") else None
+    return out
 
 
 def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> dict:

@@ -149,8 +149,9 @@ class Policy:
         (``generation.backend_settings``, ``lora_rank``) choose its generation engine
         (``generation.make_backend``; vLLM serves ``path_or_hub_id`` itself).
 
-        On CUDA with the ``gpu`` extra installed (``unsloth``), the model loads through Unsloth's
-        ``FastLanguageModel`` (its fused kernels make generation and training faster); otherwise
+        On CUDA with Unsloth installed and ``lora_rank`` > 0 in ``backend_options`` (a policy that
+        will train LoRA adapters), the model loads through Unsloth's ``FastLanguageModel`` (its
+        fused kernels make the update faster); otherwise
         through ``transformers.AutoModelForCausalLM``. The Unsloth path needs a GPU and is not
         exercised by the CPU tests. Offline runs (HF_HUB_OFFLINE=1) need the model in the cache.
         ``dtype`` defaults to bfloat16 on CUDA and float32 elsewhere; a policy that will be trained
@@ -164,7 +165,9 @@ class Policy:
         """
         quiet_weight_bars()
         device = device or _default_device()
-        unsloth = lora.unsloth_available(device)
+        # Unsloth only for a policy that will train LoRA: its loader casts to bf16 and patches the
+        # model for its kernels, which a float32 full fine-tune (the tiny tier) must not get.
+        unsloth = lora.unsloth_available(device) and backend_options.get("lora_rank", 0) > 0
         try:
             if unsloth:  # pragma: no cover - CUDA + unsloth only
                 from unsloth import FastLanguageModel

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU engine's measurements (issue 14; LOG.md records what they printed), on one CUDA machine
+# with vLLM and Unsloth installed (on the lent H200: ../shared/gpu/README.md's bundle).
+#
+# usage: scripts/gpu_engine.sh PART...  run in the order given, each writing $OUT/PART.json (or .log):
+#   world      the tiny world and its chain pool in $SCRATCH (kept between calls)
+#   logprobs   vLLM's per-token log-probs vs the trainer's for the same tokens (the warm start)
+#   tiny       `workbench train` at the tiny preset, 3 rounds, rollout.backend=vllm then hf
+#   gen3b      bench gpu at the Qwen2.5-3B shape: bare generation (vLLM, HF) and the LoRA update
+#   loop3b     rollout() itself at the 3B shape on both engines, 256 trajectories
+#   round3b    one CoEvoKG round at paper shape (3B, 64 questions x 5 rollouts, 8 turns, top-3, LoRA 16)
+#   gen7b gen8b  the same as gen3b at the Qwen2.5-7B / Llama-3.1-8B shapes
+# Environment: SCRATCH (default /tmp/gpu_engine), OUT (default $SCRATCH/out), PY (default python3).
+set -eo pipefail
+S=${SCRATCH:-/tmp/gpu_engine}; OUT=${OUT:-$S/out}; mkdir -p "$S/data" "$OUT"
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
+  UNSLOTH_DISABLE_STATISTICS=1 WORKBENCH_RUNS="$S/runs" TOKENIZERS_PARALLELISM=false
+wb="$PY -m workbench.cli"
+db="$S/data/tiny.duckdb"
+base=$(ls -d data/pretrained/warmstart/*/ | head -1)
+# the paper's shape of a round (seed 000, section 4.1: 5 rollouts, 8 turns, top-3), the rest ours
+paper=(--set method.chains_per_round=64 --set method.group_size=5 --set rollout.max_turns=8 --set search.topk=3
+       --set method.lora_rank=16 --set rollout.backend=vllm --set rollout.max_new_tokens=128
+       --set rollout.max_total_tokens=4096 --set method.micro_batch=8 --set rollout.vllm_memory=0.35)
+for part in "$@"; do
+  echo "== $part $(date +%T)"
+  case $part in
+    world) [ -f "$db" ] || { $wb world --preset tiny --seed 0 --db "$db" | tail -1
+                             $wb pool build --preset tiny --db "$db" --seed 0 | tail -1; } ;;
+    logprobs) $wb bench gpu --parts logprobs --model "$base" --db "$db" > "$OUT/logprobs.json" ;;
+    tiny) for b in vllm hf; do
+            $wb train --preset tiny --method coevokg --steps 3 --db "$db" --run "tiny-$b" --overwrite \
+              --set rollout.backend=$b > "$OUT/tiny-$b.log" 2>&1
+            $wb runs show "tiny-$b" --db "$db" --json > "$OUT/tiny-$b.json"
+          done ;;
+    gen3b) $wb bench gpu --shape qwen2.5-3b --parts generation update > "$OUT/gen3b.json" ;;
+    gen7b) $wb bench gpu --shape qwen2.5-7b --parts generation update > "$OUT/gen7b.json" ;;
+    gen8b) $wb bench gpu --shape llama-3.1-8b --parts generation update > "$OUT/gen8b.json" ;;
+    loop3b) $wb bench gpu --shape qwen2.5-3b --parts loop --model "$base" --db "$db" \
+              --set rollout.max_new_tokens=64 > "$OUT/loop3b.json" ;;
+    round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
+               > "$OUT/round3b.json" ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+  esac
+  [ ! -f "$OUT/$part.json" ] || tail -c 1500 "$OUT/$part.json"
+done
