@@ -185,6 +185,8 @@ def eval_preset(eval_id: str) -> str | None:
     Example:
         >>> eval_preset("tiny-smoke/base/tinyworld/test#0"), eval_preset("tiny/base/tinyworld/test#0")
         ('smoke', None)
+        >>> eval_preset("Qwen2.5-7B-Instruct-paper-7b/base/nq/test#0")
+        'paper-7b'
     """
     from workbench.config import PRESETS
 
@@ -192,8 +194,8 @@ def eval_preset(eval_id: str) -> str | None:
         backbone = parse_eval_id(eval_id)["backbone"]
     except ValueError:
         return None
-    ending = backbone.rpartition("-")[2]
-    return ending if "-" in backbone and ending in PRESETS else None
+    # the longest preset name the label ends in: 'paper-7b' is one preset, not '7b'
+    return next((p for p in sorted(PRESETS, key=len, reverse=True) if backbone.endswith(f"-{p}")), None)
 
 
 # ---------------------------------------------------------------- greedy runs
