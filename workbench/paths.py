@@ -55,3 +55,18 @@ def default_db(preset: str = "tiny") -> Path:
 
 def notebooks_dir() -> Path:
     return project_root() / "notebooks"
+
+
+def local_model(name: str) -> str:
+    """Where a model named in a config is loaded from: ``name`` itself when that path exists, else
+    ``data/models/<last part of name>`` when the user downloaded it there (the README's layout), else
+    ``name`` unchanged (a hub id, loaded from the Hugging Face cache; offline runs need it there).
+
+    Example:
+        >>> local_model("/tmp"), local_model("no-such-org/no-such-model-xyz")
+        ('/tmp', 'no-such-org/no-such-model-xyz')
+    """
+    if Path(name).exists():
+        return str(name)
+    here = data_dir() / "models" / Path(str(name)).name
+    return str(here) if here.is_dir() else str(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, existing_db
+from workbench.commands import add_db, add_set, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,13 +16,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="at most N questions per family")
     p.add_argument("--index", default=None, help="bm25 or dense (default: the preset's)")
     p.add_argument("--preset", default=None,
-                   help="whose budgets (turns, tokens, top-k) to evaluate with: smoke | tiny (default: the model's "
+                   help="whose budgets (turns, tokens, top-k) to evaluate with: smoke | tiny | paper | paper-7b | paper-8b (default: the model's "
                         "own preset, from its workbench.json; tiny for a model that names none). A preset that "
                         "contradicts the model's is refused. The eval id's backbone ends in -PRESET")
     p.add_argument("--backbone", default=None, help="Table 1 row label (default: from workbench.json)")
     p.add_argument("--method", default=None, help="Table 1 row label (default: from workbench.json)")
     p.add_argument("--backend", choices=["auto", "hf", "vllm"], default=None,
                    help="generation engine (default: the preset's rollout.backend, auto = vLLM on CUDA when installed)")
+    add_set(p)
     p.set_defaults(func=run_eval)
 
     p = sub.add_parser("compare", help="exact two-sided paired sign test between two evaluations",
@@ -48,7 +49,7 @@ def run_eval(args: argparse.Namespace) -> int:
     db = existing_db(argparse.Namespace(db=args.db, preset=args.preset or model_preset(args.model)))
     eval_id = evaluate(db, args.model, args.dataset, split=args.split, limit=args.limit,
                        index=args.index, preset=args.preset, backbone=args.backbone, method=args.method,
-                       backend=args.backend)
+                       backend=args.backend, overrides=overrides(args))
     print(eval_id)
     return 0
 

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from workbench.method.methods import METHODS, method_name
 
     p = sub.add_parser("train", help="run the self-evolution loop (CoEvoKG, baselines, ablation rows)")
-    p.add_argument("--preset", default="tiny", help="smoke | tiny (default tiny)")
+    p.add_argument("--preset", default="tiny", help="smoke | tiny | paper | paper-7b | paper-8b (default tiny)")
     p.add_argument("--method", default="coevokg", type=method_name, choices=sorted(METHODS),
                    help="coevokg (full), search_r1 (or Search-R1), ssp, c1 (+KG tasks), c2 (+path/difficulty rewards)")
     p.add_argument("--steps", type=int, default=None, help="rounds in the run's total (default: the preset's)")
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing run of this name in this store (its rows and runs/<name>/)")
     p.add_argument("--model", default=None,
-                   help="base model: a Hugging Face directory or hub id (default: the preset's tiny warm start)")
+                   help="base model: a Hugging Face directory or hub id (default: the preset's backbone.model; the tiny warm start for tiny and smoke)")
     add_set(p)
     add_db(p)
     p.set_defaults(func=_train)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol, Sequence
 
 from workbench.method.path_support import word_key
+from workbench.method.prompts import VERIFIER_PROMPT
 from workbench.policy.protocol import render_chain
 from workbench.scoring import normalize_answer
 
@@ -193,18 +194,6 @@ class StructuralVerifier:
             reason = "ok" if not weak else "weak: " + ", ".join(f"{d}={scores[d]:.2f}" for d in weak)
             verdicts.append(Verdict(i, question, answer, True, scores=scores, reason=reason))
         return verdicts
-
-
-VERIFIER_PROMPT = (
-    "You check generated multi-hop questions against the chain of linked articles they were "
-    "written from. For each candidate, score four properties from 0 to 1: faithfulness (the "
-    "question and answer follow the chain's relations and passages), multi_hop (answering needs "
-    "at least two hops of the chain), answer_focus (the question has exactly one short answer, the "
-    "given one), clarity (the question is clear and well formed). Set leak to true if the question "
-    "reveals the answer or names a chain entity. Reply with one JSON object per line, one line per "
-    'candidate, and nothing else, e.g. {"id": 1, "faithfulness": 0.9, "multi_hop": 1, '
-    '"answer_focus": 1, "clarity": 0.8, "leak": false, "reason": "short reason"}\n'
-)
 
 
 class LLMVerifier:

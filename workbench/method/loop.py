@@ -33,7 +33,8 @@ import torch
 from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
 from workbench.method import rewards as R
-from workbench.method.gate import DIMENSIONS, LLMVerifier, StructuralVerifier, Verdict, gate
+from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, gate
+from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
@@ -164,12 +165,13 @@ class RoundResult:
 
 
 def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str], graph: EvidenceGraph,
-                     reward_fn=R.SOLVER_REWARDS["coevokg"], beta: float = R.BETA_PATH, slot: Slot | None = None
-                     ) -> TrajectoryScore:
+                     reward_fn=R.SOLVER_REWARDS["coevokg"], beta: float = R.BETA_PATH, slot: Slot | None = None,
+                     path: list[int] | None = None) -> TrajectoryScore:
     """Score one trajectory as the loop does: exact match, the extracted path (Eq. 8) over the
     entities in ``titles`` (the retrieved ones plus the candidate answer entities), its support
     against G_t (Eq. 9), and the solver reward (Eq. 7, or the method's ``reward_fn``, a
-    ``rewards.SOLVER_REWARDS`` entry).
+    ``rewards.SOLVER_REWARDS`` entry). ``path`` given (the LLM extractor's, ``llm_judges``) replaces
+    the deterministic extraction.
 
     Example:
         >>> from workbench.method.path_support import PathSupportParams
@@ -179,7 +181,7 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
         TrajectoryScore(r_ans=1.0, path=[1, 2], s_path=1.0, passed=True, reward=1.2)
     """
     r_ans = exact_match(traj.answer or "", golds)
-    path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer)
+    path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer) if path is None else path
     verdict = graph.path_support(path) if len(path) >= 2 else None
     s_path = verdict.s_path if verdict else 0.0
     reward = reward_fn(R.SolverInputs(r_ans, s_path, beta, traj, slot))
@@ -243,7 +245,7 @@ class OpenGate:
 def make_verifier(name: str, policy, max_new_tokens: int = 256):
     """The quality gate's verifier by name (``method.verifier``): 'structural' (deterministic, the
     tiny tier), 'open' (SSP: no chain to check) or 'llm' (the policy itself judges, greedily, with
-    ``gate.LLMVerifier``'s grouped prompt: for a capable backbone).
+    ``gate.LLMVerifier``'s grouped prompt, a round's chains in one batch: ``llm_judges``).
 
     Example:
         >>> type(make_verifier("open", None)).__name__
@@ -254,10 +256,7 @@ def make_verifier(name: str, policy, max_new_tokens: int = 256):
     if name == "open":
         return OpenGate()
     if name == "llm":
-        def judge(prompt: str) -> str:
-            (out,) = policy.generate([policy.chat_prompt(prompt)], max_new_tokens=max_new_tokens, temperature=0.0)
-            return out.text
-        return LLMVerifier(judge)
+        return BatchedLLMVerifier(policy, max_new_tokens)
     raise ValueError(f"method.verifier: unknown verifier {name!r}; expected one of ['llm', 'open', 'structural']")
 
 
@@ -286,7 +285,8 @@ class Trainer:
         if self.proposer_reward:
             R.PROPOSER_REWARDS[self.proposer_reward]  # an unknown name fails before any work
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
-                                      policy)
+                                      policy, m.verifier_max_new_tokens)
+        self.extractor = LLMPathExtractor(policy, m.extractor_max_new_tokens) if m.path_extractor == "llm" else None
         self.path_params = PathSupportParams.of(m)
         self._g0: EvidenceGraph | None = None
         self.titles: dict[int, str] = dict(con.execute(
@@ -392,9 +392,14 @@ class Trainer:
         sequences = [Trajectory(i, 0, prompt, self.policy.encode(prompt), list(g.token_ids), [1] * len(g.token_ids),
                                 list(g.logprobs), text=g.text) for i, (prompt, g) in enumerate(zip(prompts, gens))]
         tasks, slots = [], []
+        parsed = [parse_candidates([s.text for s in sequences[c * m.candidates_per_chain:(c + 1) * m.candidates_per_chain]])
+                  for c in range(len(chains))]
+        if hasattr(self.verifier, "prefetch"):  # the LLM verifier: every chain's grouped prompt in one batch
+            self.verifier.prefetch([(chain, cands, m.gate_allow_topic, self.spec.leak_filter)
+                                    for chain, cands in zip(chains, parsed)])
         for c_idx, chain in enumerate(chains):
             mine = sequences[c_idx * m.candidates_per_chain:(c_idx + 1) * m.candidates_per_chain]
-            verdicts = gate(chain, parse_candidates([s.text for s in mine]), self.verifier, m.gate_threshold,
+            verdicts = gate(chain, parsed[c_idx], self.verifier, m.gate_threshold,
                             m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic,
                             leak_filter=self.spec.leak_filter)
             task = ChainTask(chain, [Candidate(mine[v.index], v) for v in verdicts])
@@ -430,12 +435,13 @@ class Trainer:
         """R_s per rollout (Eq. 7 with Eqs. 8-9, or the method's solver reward) and R_p per
         candidate (Eq. 10, or the method's proposer reward; ``proposer.proposer_rewards``)."""
         m = self.cfg.method
+        paths = self._llm_paths(slots)
         for slot in slots:
             chain_entities = slot.chain.entity_ids if slot.chain else slot.gold_chain
             for roll in slot.rollouts:
                 roll.score = score_trajectory(roll.trajectory, slot.answers,
                                               answer_candidates(roll.trajectory, chain_entities, self.titles),
-                                              graph, self.solver_reward, m.beta_path, slot)
+                                              graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)))
         if not self.proposer_reward:
             return
         schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)
@@ -448,6 +454,18 @@ class Trainer:
                                        search=self.search)
             for cand, r_p in zip(task.candidates, rewards):
                 cand.reward = r_p
+
+    def _llm_paths(self, slots: list[Slot]) -> dict[int, list[int]]:
+        """Eq. 8 by the LLM extractor (``method.path_extractor = llm``) for every correct rollout of
+        the round, in one batch, keyed by ``id(rollout)``; {} with the deterministic extractor."""
+        if self.extractor is None:
+            return {}
+        todo = [(slot, roll) for slot in slots for roll in slot.rollouts
+                if exact_match(roll.trajectory.answer or "", slot.answers)]
+        items = [(slot.question, roll.trajectory.text,
+                  answer_candidates(roll.trajectory, slot.chain.entity_ids if slot.chain else slot.gold_chain,
+                                    self.titles), roll.trajectory.answer) for slot, roll in todo]
+        return {id(roll): path for (_, roll), path in zip(todo, self.extractor.extract_many(items))} if items else {}
 
     # -- 5: update -------------------------------------------------------------------------
     def update(self, t: int, tasks: list[ChainTask], slots: list[Slot]) -> dict:

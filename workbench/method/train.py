@@ -107,14 +107,16 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     """Run (or resume) ``steps`` rounds of ``method`` and return the per-round metrics.
 
     The base (and the frozen KL reference) is ``model`` -- any Hugging Face causal LM directory or
-    hub id -- or, by default, the preset's tiny warm start (trained or reused from the cache). An
+    hub id -- or, by default, the preset's ``backbone.model`` (``paths.local_model``), or for
+    ``'tiny'`` the preset's tiny warm start (trained or reused from the cache). The solver searches
+    ``search.url`` when set, else the store (``search.retriever.make_retriever``). An
     existing run is refused unless ``resume`` (continue it) or ``overwrite`` (replace it) is given.
 
     Example:
         >>> # metrics = train("data/smoke.duckdb", run="smoke-coevokg", preset="smoke", steps=2)
     """
     from workbench.policy.warmstart import warmstart
-    from workbench.search.tool import SearchTool
+    from workbench.search.retriever import make_retriever
 
     folder = run_dir(run)
     spec = method_spec(method)
@@ -135,8 +137,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         runs = RunStore(con, run)
         _claim_folder(folder, store_path(con), runs, resume, overwrite)
         ensure_world(con, cfg)
-        base = model or warmstart(con, preset=cfg, seed=cfg.backbone.seed,
-                                  log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress))
+        base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
+            con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress)))
         found = latest_checkpoint(folder) if resume else None
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")
@@ -144,7 +146,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
             cfg = _same_settings(runs, spec.name, cfg)
         state = json.loads((found / "state.json").read_text()) if found else {"completed": 0, "best_val": -1.0}
         policy, reference = load_policies(cfg, base, found)
-        search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
+        search = make_retriever(con, cfg.search)
         trainer = Trainer(con, cfg, spec, run, policy, reference, search)
         if found:
             trainer.load_state_dict({**state, "optimizer": torch.load(found / "optimizer.pt")})

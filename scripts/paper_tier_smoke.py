@@ -1,0 +1,160 @@
+"""The paper tier end to end on one GPU without pretrained weights (issue 16's proof).
+
+A random-initialised model of the exact Qwen2.5-3B-Instruct shape (``--shape 3b``; ``7b`` for
+Qwen2.5-7B; ``tiny`` for a CPU check) with a byte-level BPE tokenizer padded to that model's
+vocabulary size, a synthetic knowledge source (TinyWorld at ``--entities`` pages: not KILT text,
+but its page / passage / hyperlink-edge schema and scale), dense retrieval with a random-initialised
+encoder of e5-base-v2's shape (E5 prefixes on: the folder is named ``e5-...``), the paper preset
+with the LLM verifier and the LLM path extractor: a few rounds, a checkpoint, a resume, an
+evaluation of the best checkpoint, the figures. Each stage prints one JSON line with its seconds
+and peak memory (process RSS, and CUDA's peak allocated / reserved when on a GPU); the last line
+is the summary of all stages.
+
+    PYTHONPATH=$PWD python3 scripts/paper_tier_smoke.py --out /tmp/paper-smoke --shape 3b --entities 100000
+
+What it shows: the configuration, data path, engine and judges run at the real model shape and
+corpus scale, with their time and memory. What it cannot show: accuracy (random weights answer
+nothing; every EM is 0, as expected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+SHAPES = {  # the published config.json values (workbench.plan.ARCHITECTURES); tiny: a CPU check
+    "3b": dict(hidden_size=2048, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2,
+               intermediate_size=11008, vocab_size=151936, tie_word_embeddings=True),
+    "7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+               intermediate_size=18944, vocab_size=152064, tie_word_embeddings=False),
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                 intermediate_size=128, vocab_size=2048, tie_word_embeddings=True),
+}
+ENCODERS = {"3b": (768, 12, 12, 3072), "7b": (768, 12, 12, 3072), "tiny": (32, 1, 2, 64)}  # e5-base-v2: 768 x 12
+
+
+class Stages:
+    """Seconds and peak memory per stage, one JSON line each."""
+
+    def __init__(self):
+        self.rows = []
+
+    def run(self, name, fn, *args, **kwargs):
+        import torch
+
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        row = {"stage": name, "seconds": round(time.perf_counter() - start, 2),
+               "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, 2)}
+        if cuda:
+            row["cuda_peak_allocated_gib"] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 2)
+            row["cuda_peak_reserved_gib"] = round(torch.cuda.max_memory_reserved() / 2 ** 30, 2)
+        self.rows.append(row)
+        print(json.dumps(row), flush=True)
+        return out
+
+
+def make_model(folder: Path, shape: str) -> Path:
+    """A random-initialised Qwen2 model of ``shape`` and a tokenizer of exactly its vocabulary size."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from workbench.kg.names import syllable_vocabulary
+    from workbench.policy import protocol
+    from workbench.policy.tokenizer import train_tokenizer
+
+    spec = SHAPES[shape]
+    corpus = [protocol.SOLVER_INSTRUCTION, protocol.PROPOSER_INSTRUCTION, " ".join(syllable_vocabulary())] * 4
+    tok = train_tokenizer(corpus, vocab_size=min(spec["vocab_size"], 8000))
+    # pad with never-used special tokens up to the model's vocabulary, as Qwen's reserved ids are
+    tok.add_tokens([f"<|reserved_{i}|>" for i in range(spec["vocab_size"] - len(tok))], special_tokens=True)
+    assert len(tok) == spec["vocab_size"], (len(tok), spec["vocab_size"])
+    cfg = Qwen2Config(**spec, max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6,
+                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg).to(torch.bfloat16 if shape != "tiny" else torch.float32)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def make_encoder(folder: Path, shape: str) -> Path:
+    """A random-initialised BERT of e5-base-v2's shape as a sentence-transformers folder (mean pooling)."""
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    hidden, layers, heads, inter = ENCODERS[shape]
+    raw = folder.parent / (folder.name + "-hf")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789",
+             *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789")]
+    raw.mkdir(parents=True, exist_ok=True)
+    (raw / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(str(raw / "vocab.txt")).save_pretrained(raw)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers,
+                         num_attention_heads=heads, intermediate_size=inter)).save_pretrained(raw)
+    word = models.Transformer(str(raw), max_seq_length=256)
+    SentenceTransformer(modules=[word, models.Pooling(hidden, "mean")]).save(str(folder))
+    return folder
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="working folder (store, models, runs, figures)")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="3b")
+    p.add_argument("--entities", type=int, default=100_000)
+    p.add_argument("--rounds", type=int, default=2, help="rounds before the resume (one more after it)")
+    p.add_argument("--slots", type=int, default=8, help="method.chains_per_round")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    args = p.parse_args(argv)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for env, sub in (("WORKBENCH_DATA", "data"), ("WORKBENCH_RUNS", "runs"), ("WORKBENCH_FIGURES", "figures")):
+        os.environ[env] = str(out / sub)
+
+    from workbench import figures, store
+    from workbench.evaluate import evaluate
+    from workbench.kg.pool import build_pool
+    from workbench.kg.tinyworld import build_world
+    from workbench.method.train import train
+    from workbench.search.retriever import make_retriever
+    from workbench.config import preset
+
+    stages = Stages()
+    model = stages.run("model", make_model, out / "models" / f"qwen2.5-{args.shape}-random", args.shape)
+    encoder = stages.run("encoder", make_encoder, out / "models" / f"e5-base-random-{args.shape}", args.shape)
+    overrides = {"method.steps": args.rounds, "method.chains_per_round": args.slots, "method.val_questions": 4,
+                 "method.seed_dataset": "tinyworld", "method.val_dataset": "tinyworld",
+                 "search.dense_model": str(encoder), "pool.walks": min(200_000, 4 * args.entities),
+                 **dict(kv.split("=", 1) for kv in args.overrides)}
+    cfg = preset("paper", **overrides)
+    db = out / "data" / "paper.duckdb"
+    con = store.connect(db)
+    try:
+        stages.run("world", build_world, con, preset="tiny", n_entities=args.entities)
+        stages.run("pool G_0", build_pool, con, cfg.pool.walks, cfg.pool.min_hops, cfg.pool.max_hops, seed=0)
+        stages.run("dense index", make_retriever, con, cfg.search)
+    finally:
+        con.close()
+    kw = dict(run="paper-smoke", method="coevokg", preset="paper", model=str(model), progress=False)
+    stages.run(f"train {args.rounds} rounds", train, str(db), overrides=overrides, **kw)
+    stages.run("resume +1 round", train, str(db), overrides={**overrides, "method.steps": args.rounds + 1},
+               resume=True, **kw)
+    best = out / "runs" / "paper-smoke" / "best"
+    stages.run("evaluate best", evaluate, str(db), best if best.exists() else model, "tinyworld", "test", limit=8,
+               preset="paper", overrides={k: v for k, v in overrides.items() if not k.startswith("method.")},
+               backbone=f"qwen2.5-{args.shape}-random", method="coevokg")
+    stages.run("figures", figures.build_all, db=str(db), out_dir=str(out / "figures"))
+    print(json.dumps({"summary": stages.rows, "shape": args.shape, "entities": args.entities}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""``workbench plan``: input checks on real stores and folders, and the estimates' arithmetic (issue 16)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench import store
+from workbench.cli import main
+from workbench.config import preset
+from workbench.plan import ARCHITECTURES, GIB, Assumptions, Shape, check_inputs, memory_per_gpu, model_shape, \
+    plan, time_per_round
+
+QWEN3B = {"model_type": "qwen2", "hidden_size": 2048, "num_hidden_layers": 36, "num_attention_heads": 16,
+          "num_key_value_heads": 2, "intermediate_size": 11008, "vocab_size": 151936, "tie_word_embeddings": True}
+
+
+def test_parameter_counts_match_the_published_models():
+    counts = {name: s.parameters() for name, s in ARCHITECTURES.items()}
+    assert counts["Qwen/Qwen2.5-3B-Instruct"] == 3_085_938_688  # "3.09B" on the model card
+    assert round(counts["Qwen/Qwen2.5-7B-Instruct"] / 1e9, 2) == 7.62
+    assert round(counts["meta-llama/Llama-3.1-8B-Instruct"] / 1e9, 2) == 8.03
+
+
+def test_a_model_folders_config_json_gives_its_shape(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3B))
+    assert model_shape(str(tmp_path)) == ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"]
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    with pytest.raises(ValueError, match="config.json: no 'num_hidden_layers'"):
+        model_shape(str(tmp_path))
+    with pytest.raises(ValueError, match="--model 'nope'"):
+        model_shape("nope")
+
+
+def test_memory_by_hand_for_lora_and_full_fine_tune():
+    s = Shape(hidden=64, layers=2, heads=2, kv_heads=1, intermediate=256, vocab=1000, tied=True)
+    n = 1000 * 64 + 2 * (64 * 64 * 2 + 2 * 64 * 32 + 3 * 64 * 256 + 2 * 64) + 64
+    assert s.parameters() == n
+    full = memory_per_gpu(preset("smoke", **{"rollout.backend": "hf"}), s)
+    assert (full["weights"], full["reference"], full["gradients+adam"], full["rollout engine weights"]) == \
+        (4 * n, 4 * n, 12 * n, 0)
+    lora = memory_per_gpu(preset("smoke", **{"method.lora_rank": 8, "rollout.backend": "vllm"}), s)
+    r = 2 * 8 * ((64 + 64) * 2 + (64 + 32) * 2 + (64 + 256) * 2 + (256 + 64))
+    assert s.lora_parameters(8) == r
+    assert (lora["weights"], lora["reference"], lora["gradients+adam"], lora["rollout engine weights"]) == \
+        (2 * n, 0, 16 * r, 2 * n)
+    # KV: 2 (k, v) x layers x kv_heads x head_dim x 2 bytes per token, batch x mean length
+    cfg = preset("smoke")
+    batch = cfg.method.chains_per_round * cfg.method.group_size
+    assert full["kv cache (rollout batch)"] == batch * min(1500, cfg.rollout.max_total_tokens) * 2 * 2 * 1 * 32 * 2
+    assert full["total"] == sum(v for k, v in full.items() if k not in ("total", "kv cache at max length"))
+
+
+def test_more_gpus_split_the_batch_and_the_token_work():
+    cfg, shape = preset("paper-7b"), ARCHITECTURES["Qwen/Qwen2.5-7B-Instruct"]
+    one, eight = time_per_round(cfg, shape, 1), time_per_round(cfg, shape, 8)
+    assert eight["update"] == pytest.approx(one["update"] / 8)
+    assert memory_per_gpu(cfg, shape, 8)["weights"] == memory_per_gpu(cfg, shape, 1)["weights"]
+    assert memory_per_gpu(cfg, shape, 8)["kv cache (rollout batch)"] < memory_per_gpu(cfg, shape, 1)["kv cache (rollout batch)"]
+    # the update's FLOPs: (4 + 2) x N per token for LoRA at the assumed share of peak
+    a = Assumptions()
+    tokens = 64 * 8 * a.mean_tokens
+    assert one["update"] == pytest.approx(tokens * 6 * shape.parameters() / (a.peak_tflops * 1e12 * a.mfu))
+    with pytest.raises(ValueError, match="--gpus 0"):
+        plan(cfg, "/nonexistent.duckdb", gpus=0)
+
+
+def _inputs(tmp_path):
+    """A model folder, an encoder folder and a store holding everything the paper tier reads."""
+    model, encoder = tmp_path / "model", tmp_path / "e5-base-v2"
+    model.mkdir()
+    encoder.mkdir()
+    (model / "config.json").write_text(json.dumps(QWEN3B))
+    (encoder / "modules.json").write_text("[]")
+    db = tmp_path / "paper.duckdb"
+    con = store.connect(db)
+    con.execute("INSERT INTO entities VALUES (1, 'A', 'x', 'entity', 't'), (2, 'B', 'x', 'entity', 't')")
+    con.execute("INSERT INTO passages VALUES (1, 1, 0, 'A links B.'), (2, 2, 0, 'B.')")
+    con.execute("INSERT INTO edges VALUES (1, 2, 'links', 't')")
+    rows = [(i, d, s, None, "Q?", ["A"], [], 1, "t") for i, (d, s) in enumerate(
+        [("nq_hotpotqa", "seed"), ("nq_hotpotqa", "val"), ("nq", "test")])]
+    con.executemany("INSERT INTO questions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    con.close()
+    return model, encoder, db
+
+
+def test_check_inputs_names_what_is_missing(tmp_path):
+    model, encoder, db = _inputs(tmp_path)
+    cfg = preset("paper", **{"search.dense_model": str(encoder)})
+    checks = {c.name: c for c in check_inputs(cfg, db, str(model), datasets=("nq", "popqa"))}
+    assert checks["model"].ok and checks["dense encoder"].ok and checks["entities (knowledge source)"].ok
+    assert checks["seed pool"].ok and checks["validation split"].ok and checks["test set nq"].ok
+    assert not checks["test set popqa"].ok and "popqa/test: 0 questions" in checks["test set popqa"].detail
+    assert not checks["chain pool G_0"].ok  # no walks yet: workbench pool
+    assert not check_inputs(cfg, tmp_path / "none.duckdb", str(model))[-1].ok
+
+
+def test_cli_plan_exit_status_and_output(tmp_path, capsys):
+    model, encoder, db = _inputs(tmp_path)
+    con = store.connect(db)
+    con.execute("INSERT INTO chains (chain_id, hash, hops) VALUES (1, 'h', 2)")
+    con.close()
+    args = ["plan", "--preset", "paper", "--db", str(db), "--model", str(model), "--dataset", "nq",
+            "--set", f"search.dense_model={encoder}"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "MISSING" not in out and "3.09B parameters" in out and "memory per GPU (estimate)" in out
+    assert main(args + ["--dataset", "bamboogle"]) == 1
+    assert "[MISSING] test set bamboogle" in capsys.readouterr().out
+    assert main(args + ["--json", "--gpus", "8"]) == 0
+    p = json.loads(capsys.readouterr().out)
+    assert p["gpus"] == 8 and p["memory_per_gpu"]["total"] / GIB < 141 and p["rounds"] == 314

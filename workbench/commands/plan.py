@@ -1,0 +1,43 @@
+"""``workbench plan``: a dry run -- inputs checked, memory, disk and time estimated, nothing started."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.commands import add_db, add_set, db_path, overrides
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="dry run: check a run's inputs and estimate GPU memory, disk and time per step",
+                       description="Checks that the model, the dense encoder (or the retrieval server), the "
+                                   "knowledge source, G_0 and the QA sets are there, and prints estimates of "
+                                   "memory per GPU, checkpoint disk and time per round, before anything long "
+                                   "starts. Exit status 1 when an input is missing.")
+    p.add_argument("--preset", default="paper", help="paper | paper-7b | paper-8b | tiny | smoke (default paper)")
+    p.add_argument("--model", default=None, help="model folder or hub id (default: the preset's backbone.model)")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs to estimate for (data-parallel split; default 1)")
+    p.add_argument("--dataset", action="append", default=None,
+                   help="test set to require (repeatable; default Table 1's six: nq triviaqa popqa hotpotqa 2wiki bamboogle)")
+    p.add_argument("--decode-tokens-per-s", type=float, default=None, help="assumed decode throughput per GPU at 3B")
+    p.add_argument("--mfu", type=float, default=None, help="assumed share of peak bf16 FLOPs the trainer reaches")
+    p.add_argument("--mean-tokens", type=int, default=None, help="assumed mean trajectory length in tokens")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    add_set(p)
+    add_db(p, preset_default="paper")
+    p.set_defaults(func=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from workbench.config import preset
+    from workbench.plan import TABLE1_DATASETS, Assumptions, format_plan, plan
+
+    cfg = preset(args.preset, **overrides(args))
+    given = {"decode_tokens_per_s": args.decode_tokens_per_s, "mfu": args.mfu, "mean_tokens": args.mean_tokens}
+    assumptions = dataclasses.replace(Assumptions(), **{k: v for k, v in given.items() if v is not None})
+    p = plan(cfg, db_path(args), model=args.model, gpus=args.gpus, a=assumptions,
+             datasets=tuple(args.dataset or TABLE1_DATASETS))
+    print(json.dumps(p, indent=1) if args.json else format_plan(p))
+    return 0 if all(c["ok"] for c in p["checks"]) else 1

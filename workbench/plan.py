@@ -1,0 +1,343 @@
+"""``workbench plan``: before a long run starts, check its inputs and estimate memory, disk and time.
+
+Three parts, each a plain function so the tests check the arithmetic by hand:
+
+* :func:`check_inputs`: the model folder, the dense encoder, the store (knowledge source, G_0,
+  seed and validation questions, Table 1's test sets), the retrieval server when ``search.url`` is
+  set. Each check is a :class:`Check` (name, ok, detail); nothing is loaded or built.
+* :func:`memory_per_gpu`: bytes per GPU by part -- the policy's weights (bfloat16 base with LoRA,
+  float32 for a full fine-tune), the frozen reference (a second float32 copy for a full fine-tune,
+  none for LoRA: its reference is the base with adapters off), gradients and AdamW's two moments
+  of the trainable parameters (float32), the rollout engine's copy of the weights (vLLM, bfloat16)
+  and the KV cache of the whole rollout batch at ``max_total_tokens``, and the activations of one
+  micro-batch with gradient checkpointing (each block's input kept, one block recomputed, the
+  chunked log-prob logits: ``policy.model.LOGPROB_CHUNK_ELEMENTS``).
+* :func:`time_per_round`: seconds per round from the stated assumptions (:class:`Assumptions`:
+  decode throughput, the share of peak FLOPs the trainer reaches, mean trajectory length), with
+  the FLOPs of the update (6 x parameters per token for a full fine-tune, 4 for LoRA: no weight
+  gradients of the base, plus 2 for the checkpointed recompute) and of the two extra forward
+  passes (old log-probs, the reference).
+
+These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
+``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
+LOG.md records the measured numbers beside them. ``gpus`` > 1 divides the rollout batch and the
+token work evenly (data parallel), which the workbench's single-process trainer does not do today;
+the per-GPU numbers for N GPUs say what a data-parallel run would need.
+
+Example:
+    >>> from workbench.config import preset
+    >>> shape = ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"]
+    >>> round(shape.parameters() / 1e9, 2)
+    3.09
+    >>> mem = memory_per_gpu(preset("paper"), shape)
+    >>> 20 < mem["total"] / 2**30 < 140
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from workbench import paths
+
+GIB = 2 ** 30
+TABLE1_DATASETS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "bamboogle")  # the README's import names
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A decoder-only transformer's shape (the fields of a Hugging Face ``config.json``)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    qkv_bias: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def block_linears(self) -> list[tuple[int, int]]:
+        """(in, out) of every linear layer of one block: q, k, v, o, gate, up, down."""
+        h, kv, i = self.hidden, self.kv_heads * self.head_dim, self.intermediate
+        return [(h, h), (h, kv), (h, kv), (h, h), (h, i), (h, i), (i, h)]
+
+    def parameters(self) -> int:
+        """All parameters: embeddings (and an untied head), blocks, norms.
+
+        Example:
+            >>> ARCHITECTURES["meta-llama/Llama-3.1-8B-Instruct"].parameters()
+            8030261248
+        """
+        bias = (self.hidden + 2 * self.kv_heads * self.head_dim) if self.qkv_bias else 0
+        block = sum(a * b for a, b in self.block_linears()) + bias + 2 * self.hidden
+        embed = self.vocab * self.hidden * (1 if self.tied else 2)
+        return embed + self.layers * block + self.hidden
+
+    def lora_parameters(self, rank: int) -> int:
+        """LoRA's trainable parameters: A (in x r) and B (r x out) on every block linear layer.
+
+        Example:
+            >>> ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"].lora_parameters(64)
+            119734272
+        """
+        return self.layers * sum(rank * (a + b) for a, b in self.block_linears())
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """Keys and values of every layer for one token."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "Shape":
+        """From a Hugging Face ``config.json`` dict (Qwen2, Llama and their relatives)."""
+        try:
+            return cls(cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"],
+                       cfg.get("num_key_value_heads", cfg["num_attention_heads"]), cfg["intermediate_size"],
+                       cfg["vocab_size"], bool(cfg.get("tie_word_embeddings", False)),
+                       cfg.get("model_type") == "qwen2")
+        except KeyError as err:
+            raise ValueError(f"config.json: no {err.args[0]!r}; expected a decoder-only transformer's config") from None
+
+
+# The published config.json shapes of Table 1's three backbones.
+ARCHITECTURES = {
+    "Qwen/Qwen2.5-3B-Instruct": Shape(2048, 36, 16, 2, 11008, 151936, True, True),
+    "Qwen/Qwen2.5-7B-Instruct": Shape(3584, 28, 28, 4, 18944, 152064, False, True),
+    "meta-llama/Llama-3.1-8B-Instruct": Shape(4096, 32, 32, 8, 14336, 128256, False, False),
+}
+
+
+def model_shape(model: str) -> Shape:
+    """The shape of ``model``: its folder's ``config.json`` (``paths.local_model``), else the
+    published shape of a Table 1 backbone, else ValueError naming the model."""
+    folder = Path(paths.local_model(model))
+    if (folder / "config.json").exists():
+        return Shape.from_config(json.loads((folder / "config.json").read_text()))
+    for name, shape in ARCHITECTURES.items():
+        if model == name or Path(model).name == Path(name).name:
+            return shape
+    raise ValueError(f"--model {model!r}: no config.json there and not one of {sorted(ARCHITECTURES)}")
+
+
+# ---------------------------------------------------------------- memory and disk
+
+def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> dict[str, int]:
+    """Bytes per GPU by part (module docstring), and their ``total``. ``gpus`` splits the rollout
+    batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The KV
+    cache holds the batch at the assumed mean trajectory length (vLLM pages the cache and preempts
+    rows beyond its share, ``rollout.vllm_memory``); ``kv cache at max length`` is the bound.
+
+    Example:
+        >>> from workbench.config import preset
+        >>> s = Shape(64, 2, 2, 1, 256, 1000, True)
+        >>> m = memory_per_gpu(preset("smoke"), s)
+        >>> m["weights"] == 4 * s.parameters() and m["reference"] == 4 * s.parameters()
+        True
+    """
+    m, r = cfg.method, cfg.rollout
+    n = shape.parameters()
+    lora = m.lora_rank > 0
+    trainable = shape.lora_parameters(m.lora_rank) if lora else n
+    a = a or Assumptions()
+    seq = r.max_total_tokens
+    rollouts = math.ceil(m.chains_per_round * m.group_size / gpus)
+    kept = m.micro_batch * seq * shape.hidden * 2 * shape.layers  # checkpointed block inputs, bf16
+    block = m.micro_batch * seq * (10 * shape.hidden + 3 * shape.intermediate) * 2  # one block recomputed
+    logits = 4 * min(m.micro_batch * seq * shape.vocab, 1 << 27) * 3  # chunk: logits, softmax, grad (fp32)
+    parts = {
+        "weights": n * (2 if lora else 4),
+        "reference": 0 if lora else 4 * n,
+        "gradients+adam": trainable * (4 + 8 + (4 if lora else 0)),  # LoRA adapters keep fp32 masters
+        "rollout engine weights": 2 * n if r.backend in ("auto", "vllm") else 0,
+        "kv cache (rollout batch)": rollouts * min(a.mean_tokens, seq) * shape.kv_bytes_per_token(),
+        "activations (checkpointed)": kept + block + logits,
+    }
+    parts["total"] = sum(parts.values())
+    parts["kv cache at max length"] = rollouts * seq * shape.kv_bytes_per_token()
+    return parts
+
+
+def checkpoint_disk(cfg, shape: Shape) -> dict[str, int]:
+    """Bytes on disk for one run: the checkpoint (adapter or model, and the optimiser), kept twice
+    while the next one is written, and the best model (merged, in the trained dtype)."""
+    m = cfg.method
+    lora = m.lora_rank > 0
+    trainable = shape.lora_parameters(m.lora_rank) if lora else shape.parameters()
+    one = trainable * 4 + trainable * 8
+    best = shape.parameters() * (2 if lora else 4)
+    return {"checkpoint": one, "peak checkpoints (2 while writing)": 2 * one, "best model": best,
+            "total": 2 * one + best}
+
+
+# ---------------------------------------------------------------- time
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the time estimate assumes (all ours; LOG.md holds measured numbers to replace them).
+
+    ``decode_tokens_per_s``: generated tokens per second per GPU over a large batch (vLLM, bf16) at
+    3B scale, scaled by 3B / parameters for other sizes; ``peak_tflops``: the GPU's dense bf16 peak
+    (H200: 989); ``mfu``: the share of it the trainer reaches; ``mean_tokens``: mean trajectory
+    length (prompt + response); ``generated_share``: the generated part of it (the rest is prompt
+    and retrieved passages); ``search_s``: seconds of retrieval per turn of the batch.
+    """
+
+    decode_tokens_per_s: float = 20_000.0
+    peak_tflops: float = 989.0
+    mfu: float = 0.35
+    mean_tokens: int = 1500
+    generated_share: float = 0.3
+    search_s: float = 0.5
+
+
+def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumptions()) -> dict[str, float]:
+    """Seconds per round (one optimiser step at the paper presets) by stage, and their ``total``.
+
+    Example:
+        >>> from workbench.config import preset
+        >>> t = time_per_round(preset("paper"), ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"])
+        >>> t["total"] == sum(v for k, v in t.items() if k != "total")
+        True
+    """
+    m, r = cfg.method, cfg.rollout
+    n = shape.parameters()
+    trajectories = m.chains_per_round * m.group_size
+    tokens = trajectories * min(a.mean_tokens, r.max_total_tokens) / gpus
+    decode = a.decode_tokens_per_s * 3.09e9 / n
+    flops_per_token = (4 + 2) * n if m.lora_rank > 0 else (6 + 2) * n  # + the checkpointed recompute
+    throughput = a.peak_tflops * 1e12 * a.mfu
+    propose = m.chains_per_round * m.candidates_per_chain * m.proposer_max_new_tokens / gpus / decode
+    judges = (m.chains_per_round * m.verifier_max_new_tokens if m.verifier == "llm" else 0) / gpus / decode \
+        + (trajectories * m.extractor_max_new_tokens if m.path_extractor == "llm" else 0) / gpus / decode
+    out = {
+        "proposer generation": propose,
+        "llm verifier and extractor": judges,
+        "solver rollouts": tokens * a.generated_share / decode + r.max_turns * a.search_s,
+        "old and reference log-probs": tokens * 2 * (2 * n) / throughput,
+        "update": tokens * flops_per_token / throughput,
+        "validation": m.val_questions * 2 * min(a.mean_tokens, r.max_total_tokens) * a.generated_share / gpus / decode,
+    }
+    out["total"] = sum(out.values())
+    return out
+
+
+# ---------------------------------------------------------------- input checks
+
+@dataclass(frozen=True)
+class Check:
+    """One input: what it is, whether it is there, and what was found (or what to do)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def _model_check(what: str, name: str) -> Check:
+    where = Path(paths.local_model(name))
+    if where.is_dir():
+        has = (where / "config.json").exists() or (where / "modules.json").exists()
+        return Check(what, has, f"{where}" + ("" if has else ": no config.json there"))
+    try:  # a hub id in the Hugging Face cache (offline runs load it from there)
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 (a malformed id is just "not found")
+        cached = None
+    if isinstance(cached, str):
+        return Check(what, True, f"{name} in the Hugging Face cache")
+    return Check(what, False, f"{name}: not a folder, not in data/models/{Path(name).name}, not in the "
+                              f"Hugging Face cache (huggingface-cli download {name} --local-dir "
+                              f"data/models/{Path(name).name})")
+
+
+def _count(con, sql: str, args=()) -> int:
+    return int(con.execute(sql, list(args)).fetchone()[0])
+
+
+def _store_checks(db: Path, cfg, datasets) -> list[Check]:
+    from workbench import store
+
+    if not db.exists():
+        return [Check("store", False, f"{db}: no store (workbench import kilt FILE --db {db})")]
+    con = store.connect(db, read_only=True)
+    try:
+        m = cfg.method
+        out = [Check("store", True, str(db))]
+        for what, sql in (("entities (knowledge source)", "SELECT count(*) FROM entities"),
+                          ("passages", "SELECT count(*) FROM passages"),
+                          ("edges (linked pages)", "SELECT count(*) FROM edges"),
+                          ("chain pool G_0", "SELECT count(*) FROM chains WHERE run IS NULL")):
+            n = _count(con, sql)
+            out.append(Check(what, n > 0, f"{n:,}"))
+        for what, dataset, split in (("seed pool", m.seed_dataset, "seed"), ("validation split", m.val_dataset, "val"),
+                                     *((f"test set {d}", d, "test") for d in datasets)):
+            n = _count(con, "SELECT count(*) FROM questions WHERE dataset = ? AND split = ?", (dataset, split))
+            out.append(Check(what, n > 0, f"{dataset}/{split}: {n:,} questions"))
+        return out
+    finally:
+        con.close()
+
+
+def _server_check(url: str) -> Check:
+    import urllib.request
+
+    health = url.rstrip("/").removesuffix("/retrieve") + "/health"
+    try:
+        with urllib.request.urlopen(health, timeout=5) as response:
+            body = json.loads(response.read())
+        return Check("retrieval server", True, f"{url}: {body.get('passages')} passages, index {body.get('index')}")
+    except Exception as err:  # noqa: BLE001 (any failure means: not usable)
+        return Check("retrieval server", False, f"{url}: {type(err).__name__}: {err}")
+
+
+def check_inputs(cfg, db: str | Path, model: str | None = None, datasets=TABLE1_DATASETS) -> list[Check]:
+    """Every input a run and its Table 1 evaluation read (module docstring), in order."""
+    checks = [_model_check("model", model or cfg.backbone.model)]
+    if cfg.search.url:
+        checks.append(_server_check(cfg.search.url))
+    elif cfg.search.index == "dense":
+        checks.append(_model_check("dense encoder", cfg.search.dense_model))
+    return checks + _store_checks(Path(db), cfg, datasets)
+
+
+# ---------------------------------------------------------------- the report
+
+def plan(cfg, db: str | Path, model: str | None = None, gpus: int = 1, a: Assumptions = Assumptions(),
+         datasets=TABLE1_DATASETS) -> dict:
+    """Checks, memory and disk in bytes, and seconds per round and per run, as one dict (``--json``)."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"--gpus {gpus!r}: expected a number of GPUs >= 1")
+    model = model or cfg.backbone.model
+    shape = model_shape(model)
+    per_round = time_per_round(cfg, shape, gpus, a)
+    return {"preset": cfg.name, "model": model, "gpus": gpus, "config": cfg.hash(),
+            "parameters": shape.parameters(), "trainable": shape.lora_parameters(cfg.method.lora_rank)
+            if cfg.method.lora_rank else shape.parameters(),
+            "checks": [asdict(c) for c in check_inputs(cfg, db, model, datasets)],
+            "memory_per_gpu": memory_per_gpu(cfg, shape, gpus, a), "disk": checkpoint_disk(cfg, shape),
+            "seconds_per_round": per_round, "rounds": cfg.method.steps,
+            "hours_per_run": per_round["total"] * cfg.method.steps / 3600, "assumptions": asdict(a)}
+
+
+def format_plan(p: dict) -> str:
+    """The plan as the text ``workbench plan`` prints."""
+    lines = [f"plan: preset {p['preset']} (config {p['config']}), model {p['model']}, {p['gpus']} GPU(s), "
+             f"{p['parameters'] / 1e9:.2f}B parameters ({p['trainable'] / 1e6:,.1f}M trainable)", "", "inputs:"]
+    lines += [f"  [{'ok' if c['ok'] else 'MISSING'}] {c['name']}: {c['detail']}" for c in p["checks"]]
+    lines += ["", "memory per GPU (estimate):"]
+    lines += [f"  {k:<28} {v / GIB:8.1f} GiB" for k, v in p["memory_per_gpu"].items()]
+    lines += ["", "disk for the run's checkpoints (estimate):"]
+    lines += [f"  {k:<36} {v / GIB:8.2f} GiB" for k, v in p["disk"].items()]
+    lines += ["", "time per round = optimiser step (estimate, from the assumptions below):"]
+    lines += [f"  {k:<28} {v:8.1f} s" for k, v in p["seconds_per_round"].items()]
+    lines += [f"  {p['rounds']} rounds: {p['hours_per_run']:.1f} h (+ the final evaluation)", "",
+              "assumptions: " + ", ".join(f"{k}={v}" for k, v in p["assumptions"].items()),
+              "(estimates; the workbench trains on one GPU: N > 1 is a data-parallel split of rollouts and tokens)"]
+    return "\n".join(lines)

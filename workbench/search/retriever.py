@@ -1,0 +1,33 @@
+"""The search tool a run or an evaluation uses, from its ``SearchConfig``: the store in-process
+(``SearchTool``: BM25 or dense) or a Search-R1-compatible retrieval server (``search.url``:
+``RemoteRetriever``; ``workbench serve-retriever`` or Search-R1's own). Both give the same ``Hit``
+rows; a workbench server's hits carry the entity ids path support (Eq. 8) needs, a server that
+sends none gives hits with ``entity_id`` None (no process reward from them).
+
+Example:
+    >>> from workbench import store
+    >>> from workbench.config import SearchConfig
+    >>> con = store.connect(":memory:")
+    >>> _ = con.execute("INSERT INTO passages VALUES (1, NULL, 0, 'Tea grows in Assam.')")
+    >>> type(make_retriever(con, SearchConfig())).__name__
+    'SearchTool'
+    >>> make_retriever(con, SearchConfig(url="http://127.0.0.1:8000")).url
+    'http://127.0.0.1:8000/retrieve'
+"""
+
+from __future__ import annotations
+
+from workbench import paths
+
+
+def make_retriever(con, search_cfg, index: str | None = None):
+    """``RemoteRetriever(search.url)`` when a URL is set, else ``SearchTool`` over ``con`` with
+    ``index`` (default ``search.index``) and ``search.dense_model`` (``paths.local_model``)."""
+    if search_cfg.url:
+        from workbench.search.client import RemoteRetriever
+
+        return RemoteRetriever(search_cfg.url, topk=search_cfg.topk)
+    from workbench.search.tool import SearchTool
+
+    return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk,
+                      model=paths.local_model(search_cfg.dense_model) if search_cfg.dense_model else None)
