@@ -164,3 +164,43 @@ def test_role_ablations_drop_that_role_from_the_update(db, monkeypatch, method, 
     n_proposer = cfg.chains_per_round * cfg.candidates_per_chain  # every smoke candidate fails extraction: penalised
     assert len(seen) == solver * n_solver + proposer * n_proposer
     assert np.all([len(r.response_ids) > 0 for r in seen])
+
+
+def test_curriculum_pools_runs_and_splits_simple_from_complex():
+    import pandas as pd
+
+    from workbench import figures
+
+    m = pd.DataFrame([
+        dict(run="a", round=0, topology_tasks={"1p": 3, "ip": 1}, topology_admitted={"1p": 3, "ip": 0}),
+        dict(run="b", round=0, topology_tasks={"1p": 1, "pi": 3}, topology_admitted={"1p": 0, "pi": 2}),
+        dict(run="a", round=1, topology_tasks={"3p": 2}, topology_admitted={"3p": 1}),
+        dict(run="c", round=0, admitted_rate=0.5),  # a run of another method: no topology keys
+    ])
+    s = figures.topology_success(m).set_index(["round", "topology"]).success
+    assert s[(0, "1p")] == 0.75 and s[(0, "ip")] == 0.0 and s[(0, "pi")] == pytest.approx(2 / 3)
+    assert s[(0, "simple")] == 0.75 and s[(0, "complex")] == 0.5 and s[(1, "complex")] == 0.5
+    assert figures.topology_success(m, runs=["b"]).set_index(["round", "topology"]).success[(0, "1p")] == 0.0
+    assert figures.topology_success(m[m.run == "c"]).empty
+
+
+def test_curriculum_figure_reads_an_eog_run(db):
+    from workbench import figures
+
+    train(db, run="eog-fig", method="eog", preset="smoke", steps=1, progress=False, log=None)
+    con = store.connect(db, read_only=True)
+    fig = figures.topology_curriculum(con, runs=["eog-fig"])
+    con.close()
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["simple", "complex"][:len(names[:2])] and set(names[2:]) <= set(topology.PATTERNS)
+    assert "eog-fig" in fig.layout.title.subtitle.text
+
+
+def test_bench_topology_command(capsys):
+    import json
+
+    from workbench.cli import main
+
+    assert main(["bench", "topology", "--edges", "4000", "--queries", "3"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["edges"] == 4000 and all(r[p]["n"] >= 1 and r[p]["sql_vs_csr"] > 0 for p in topology.PATTERNS)
