@@ -204,3 +204,55 @@ def test_bench_topology_command(capsys):
     assert main(["bench", "topology", "--edges", "4000", "--queries", "3"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["edges"] == 4000 and all(r[p]["n"] >= 1 and r[p]["sql_vs_csr"] > 0 for p in topology.PATTERNS)
+
+
+def test_topology_questions_hold_complete_answer_sets(db):
+    from workbench.kg import topology_qa
+
+    con = store.connect(db)
+    n = topology_qa.ensure_topology_questions(con, per_pattern=5, split="probe")
+    assert topology_qa.ensure_topology_questions(con, per_pattern=5, split="probe") == n  # built once
+    rows = con.execute("SELECT family, question, answers, chain FROM questions WHERE dataset = ? AND split = 'probe' "
+                       "ORDER BY question_id", [topology_qa.DATASET]).fetchall()
+    g = topology.TopologyGraph.from_store(con)
+    titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
+    con.close()
+    assert len(rows) == n and {r[0] for r in rows} == set(topology.PATTERNS)
+    queries = [q for p in topology.PATTERNS for q in topology.sample_queries(g, p, 5, seed=topology_qa.SEED_OFFSET)]
+    for q, (pattern, question, answers, chain) in zip(queries, rows, strict=True):
+        executed = topology.execute(g, q.pattern, q.anchors, q.relations)
+        assert pattern == q.pattern and chain == [*q.anchors, *executed.tolist()]
+        assert answers == [titles[a] for a in executed]
+        assert all(titles[a] in question and r in question for a in q.anchors for r in q.relations)
+
+
+def test_set_scores_hand_computed(con):
+    from workbench.evaluate import set_scores
+
+    con.execute("INSERT INTO questions VALUES (0, 'tinyworld_topology', 'test', '2p', 'q0?', ['Ann', 'Bo'], [], 2, 't'), "
+                "(1, 'tinyworld_topology', 'test', '2p', 'q1?', ['Cy'], [], 2, 't'), "
+                "(2, 'tinyworld_topology', 'test', '1p', 'q2?', ['Di', 'Ed', 'Fo'], [], 1, 't')")
+    con.execute("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em, f1, cover_em, turns) "
+                "VALUES ('e', 'm', 'tinyworld_topology', 0, 'bo', 1, 1, 1, 1), ('e', 'm', 'tinyworld_topology', 1, 'x', 0, 0, 0, 1), "
+                "('e', 'm', 'tinyworld_topology', 2, 'Fo', 1, 1, 1, 1)")
+    s = set_scores(con, "e", n_boot=50).set_index("group")
+    # 2p: hits 1 of 2, F1 (2/3 + 0) / 2; 1p: hit, F1 2 / (1 + 3); macro: the mean of the families
+    assert s.loc["2p", "hit1"] == 0.5 and s.loc["2p", "f1"] == pytest.approx(1 / 3)
+    assert s.loc["1p", "hit1"] == 1.0 and s.loc["1p", "f1"] == pytest.approx(0.5)
+    assert s.loc["macro", "hit1"] == 0.75 and s.loc["macro", "f1"] == pytest.approx((1 / 3 + 0.5) / 2)
+    assert s.loc["macro", "f1_low"] <= s.loc["macro", "f1"] <= s.loc["macro", "f1_high"]
+
+
+def test_eval_on_topology_questions_reports_hit1_and_f1(db):
+    from workbench.evaluate import evaluate, set_scores
+    from workbench.method.train import run_dir
+
+    train(db, run="eog-eval", method="eog", preset="smoke", steps=1, progress=False, log=None)
+    lines = []
+    eval_id = evaluate(db, run_dir("eog-eval") / "best", "tinyworld_topology", "test", limit=2, log=lines.append)
+    assert any("Hit@1" in line and "F1" in line for line in lines)
+    con = store.connect(db, read_only=True)
+    s = set_scores(con, eval_id)
+    con.close()
+    assert set(s.group) == {*topology.PATTERNS, "macro"} and s.n.iloc[-1] == 12
+    assert ((0 <= s.f1) & (s.f1 <= s.hit1) & (s.hit1 <= 1)).all()

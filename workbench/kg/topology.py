@@ -66,6 +66,8 @@ FORMULAS = {
     "ip": "r1(a1, y) ∧ r2(a2, y) ∧ r3(y, x)",
     "pi": "r1(a1, y) ∧ r2(y, x) ∧ r3(a2, x)",
 }
+# Reasoning depth of each pattern: its longest anchor-to-answer path (a question's hops).
+DEPTH = {"1p": 1, "2p": 2, "3p": 3, "2i": 1, "ip": 2, "pi": 2}
 MAX_ANSWERS = 20  # ours: EoG does not state a bound; a question with more answers is a list, not a task
 
 

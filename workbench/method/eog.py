@@ -41,8 +41,6 @@ from workbench.policy import protocol
 from workbench.policy.generation import Choices
 from workbench.scoring import normalize_answer
 
-# Reasoning depth of each pattern (the longest anchor-to-answer path): avg_hops_generated reads it.
-DEPTH = {"1p": 1, "2p": 2, "3p": 3, "2i": 1, "ip": 2, "pi": 2}
 # Which relations end at the answer variable x (Table 6): the answer-focus dimension reads them.
 ANSWER_RELATIONS = {"1p": (0,), "2p": (1,), "3p": (2,), "2i": (0, 1), "ip": (2,), "pi": (1, 2)}
 
@@ -72,7 +70,7 @@ class TopologyView(ChainView):
 
     @property
     def hops(self) -> int:
-        return DEPTH[self.pattern]
+        return topology.DEPTH[self.pattern]
 
 
 def parse_patterns(text: str) -> tuple[str, ...]:
