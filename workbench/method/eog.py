@@ -309,3 +309,37 @@ def curriculum_metrics(tasks) -> dict:
     order = [p for p in topology.PATTERNS if p in n]
     return {"topology_tasks": {p: n[p] for p in order}, "topology_admitted": {p: ok[p] for p in order},
             "topology_success": {p: ok[p] / n[p] for p in order}}
+
+
+def sample_views(con, per_pattern: int = 1, seed: int = 0, patterns: Sequence[str] = topology.PATTERNS,
+                 max_answers: int = topology.MAX_ANSWERS) -> list[TopologyView]:
+    """``per_pattern`` executed queries of each pattern as views (pattern-major), for showing.
+
+    Example:
+        >>> from workbench import store
+        >>> from workbench.kg.tinyworld import build_world
+        >>> con = store.connect(":memory:"); _ = build_world(con, preset="smoke", seed=0)
+        >>> [v.pattern for v in sample_views(con)]
+        ['1p', '2p', '3p', '2i', 'ip', 'pi']
+    """
+    graph = topology.TopologyGraph.from_store(con)
+    titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
+    queries = [q for p in patterns for q in topology.sample_queries(graph, p, per_pattern, seed=seed, max_answers=max_answers)]
+    return topology_views(con, queries, titles)
+
+
+def write_questions(policy, views: Sequence[TopologyView], cfg, seed: int = 0, temperature: float = 0.0) -> list[Verdict]:
+    """The proposer (``policy``) writes one question per query, as a round does (the topology
+    prompt, ``method.proposer_answer_choices``, ``cfg.method``'s gate threshold), greedily by
+    default; returns the gate's verdict on each (question, answer, admitted, reason).
+
+    Example:
+        >>> # verdicts = write_questions(Policy.load(base), sample_views(con), config.preset("tiny"))
+    """
+    m = cfg.method
+    prompts = topology_prompts(policy.chat_prompt, views, 1)
+    choices = topology_choices(views, 1) if m.proposer_answer_choices else None
+    gens = policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=temperature,
+                           top_p=cfg.rollout.top_p, stop=(protocol.ANSWER_CLOSE,), seed=seed, choices=choices)
+    return [topology_gate(v, [protocol.parse_candidate(g.text)], TopologyVerifier(), m.gate_threshold, 1,
+                          m.gate_aggregation)[0] for v, g in zip(views, gens)]
