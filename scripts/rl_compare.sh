@@ -11,7 +11,10 @@
 # Environment: SCRATCH (default $TMPDIR/rl_compare; its data, runs, logs and base are replaced)
 # holds the work; OUT (default SCRATCH/out) receives eval_base.txt, summary.txt and metrics.json
 # (per-round metrics of every run); PY is the Python with the workbench (default .venv/bin/python);
-# GPUS="0 1" spreads the runs round-robin over those CUDA devices.
+# GPUS="0 1" spreads the runs round-robin over those CUDA devices. DATASET (default tinyworld) is
+# the test set; DATASET=tinyworld_topology evaluates on EoG's answer-set questions (one family per
+# query pattern, built in the base store before the runs copy it): EM there is Hit@1, and the
+# summary adds set F1 per run and over seeds.
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)
@@ -22,13 +25,17 @@ PY=${PY:-.venv/bin/python}
 export JAX_PLATFORMS=cpu HF_HUB_OFFLINE=1 WORKBENCH_DATA="$S/data" WORKBENCH_RUNS="$S/runs" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 preset=$1 steps=$2 limit=$3 tmo=$4; shift 4
 wb="$PY -m workbench.cli"
+ds=${DATASET:-tinyworld}
 db="$S/data/_base.duckdb" L="$S/logs"
 $wb world --preset "$preset" --seed 0 --db "$db" | tail -1
 $wb pool build --preset "$preset" --db "$db" --seed 0 | tail -1
+if [ "$ds" = tinyworld_topology ]; then  # same question ids in every copy, so outcomes pair
+  $PY -c "import sys; from workbench import store; from workbench.kg.topology_qa import ensure_topology_questions as e; c = store.connect(sys.argv[1]); print(e(c), 'topology questions'); c.close()" "$db"
+fi
 $wb warmstart --preset "$preset" --db "$db" --out "$S/base" > "$L/warmstart.log" 2>&1
 grep -v "Loading\|Writing" "$L/warmstart.log" | head -3 || true
 for spec in "$@"; do cp "$db" "$S/data/${spec%%:*}.duckdb"; done  # each run its own store (one writer per file)
-$wb eval --db "$db" --model "$S/base" --dataset tinyworld --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
+$wb eval --db "$db" --model "$S/base" --dataset "$ds" --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
 gpus=(${GPUS:-}); i=0
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
@@ -36,7 +43,7 @@ for spec in "$@"; do
   if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[$((i++ % ${#gpus[@]}))]}; fi
   ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
     $wb runs show "$name" --db "$S/data/$name.duckdb" --json > "$L/metrics_$name.json" 2>&1 || true
-    $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset tinyworld --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
+    $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
 done
 wait
 cat "$OUT/eval_base.txt"

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from workbench import store
-from workbench.evaluate import across_seeds, compare_outcomes, latest_evals, outcomes
+from workbench.evaluate import across_seeds, compare_outcomes, latest_evals, outcomes, set_scores
+from workbench.kg.topology_qa import DATASET as TOPOLOGY
 
 
 def stored_outcomes(db: Path):
@@ -20,6 +21,20 @@ def stored_outcomes(db: Path):
     try:
         (eval_id,) = latest_evals(con).values()
         return outcomes(con, eval_id)
+    finally:
+        con.close()
+
+
+def stored_set_f1(db: Path) -> float | None:
+    """Macro set F1 in points of the store's one test evaluation when it is on EoG's answer-set
+    questions (``tinyworld_topology``), else None."""
+    con = store.connect(str(db), read_only=True)
+    try:
+        ((_, _, dataset), eval_id), = latest_evals(con).items()
+        if dataset != TOPOLOGY:
+            return None
+        scores = set_scores(con, eval_id)
+        return 100 * float(scores.set_index("group").loc["macro", "f1"])
     finally:
         con.close()
 
@@ -51,6 +66,7 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
 
     base = stored_outcomes(scratch / "data" / "_base.duckdb")
     by_config: dict[str, list[float]] = {}
+    by_config_f1: dict[str, list[float]] = {}
     for name, spec in zip(names, specs):
         try:
             run = stored_outcomes(scratch / "data" / f"{name}.duckdb")
@@ -59,11 +75,18 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             continue
         print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
         by_config.setdefault(configuration(spec), []).append(macro_em(run))
+        f1 = stored_set_f1(scratch / "data" / f"{name}.duckdb")
+        if f1 is not None:  # EoG's answer-set questions: EM is Hit@1; set F1 beside it
+            print(f"{name}: macro set F1 {f1:.1f}")
+            by_config_f1.setdefault(configuration(spec), []).append(f1)
     if any(len(v) > 1 for v in by_config.values()):
         reference = "coevokg" if "coevokg" in by_config else next(
             (c for c in by_config if c.split()[0] == "coevokg"), None)
         print(f"\nmacro EM over seeds (base {macro_em(base):.1f}; diff and Welch p against {reference}):")
         print(across_seeds(by_config, reference=reference).round(3).to_string())
+        if by_config_f1:
+            print(f"\nmacro set F1 over seeds (diff and Welch p against {reference}):")
+            print(across_seeds(by_config_f1, reference=reference).round(3).to_string())
 
 
 if __name__ == "__main__":

@@ -88,3 +88,46 @@ def test_prompt_example_is_never_scored_when_only_generated_text_is_passed():
     generated = "<think>I must search.</think><search> Saffa capital </search>"
     assert extract_answer(prompt + generated) == "Beijing"  # the trap the contract avoids
     assert extract_answer(generated) is None
+
+
+# ---------------------------------------------------------------- Hit@1 and set F1 (seed 004)
+
+from workbench.scoring import hit_at_1, set_f1  # noqa: E402
+
+
+def test_hit_at_1_any_member_of_the_set_counts():
+    golds = ["Kavimo Rutel", "Dagiju", "Oslo"]
+    assert hit_at_1("dagiju", golds) == 1.0
+    assert hit_at_1("The Oslo.", golds) == 1.0  # normalisation as EM's
+    assert hit_at_1("Bergen", golds) == 0.0
+    assert hit_at_1("Kavimo", golds) == 0.0  # a part of a member is no hit
+
+
+def test_hit_at_1_reads_only_the_top_prediction():
+    assert hit_at_1(["Bergen", "Oslo"], ["Oslo"]) == 0.0
+    assert hit_at_1(["Oslo", "Bergen"], ["Oslo"]) == 1.0
+    assert hit_at_1([], ["Oslo"]) == 0.0
+
+
+def test_set_f1_hand_computed():
+    # one answer of a 4-member set: P = 1, R = 1/4, F1 = 2 * 1/4 / (5/4) = 0.4
+    assert set_f1("a1", ["a1", "a2", "a3", "a4"]) == pytest.approx(0.4)
+    # P = {a1, a2, x}, A = {a1, a2, a3, a4}: P 2/3, R 1/2, F1 = 2 * (1/3) / (7/6) = 4/7
+    assert set_f1(["a1", "a2", "x"], ["a1", "a2", "a3", "a4"]) == pytest.approx(4 / 7)
+    # duplicates count once on both sides; the exact set scores 1
+    assert set_f1(["a1", "A1", "a2"], ["a2", "a1", "a1"]) == pytest.approx(1.0)
+    assert set_f1(["x"], ["a1"]) == 0.0
+
+
+def test_set_f1_equals_hit_at_1_on_a_singleton_set_and_bounds_it():
+    for pred in ("Oslo", "Bergen", None):
+        assert set_f1(pred, ["Oslo"]) == hit_at_1(pred, ["Oslo"])
+    assert set_f1("Oslo", ["Oslo", "Bergen"]) < hit_at_1("Oslo", ["Oslo", "Bergen"])
+
+
+def test_set_metrics_refuse_an_unusable_answer_set():
+    for fn in (hit_at_1, set_f1):
+        with pytest.raises(ValueError, match="no usable gold"):
+            fn("x", [])
+        with pytest.raises(ValueError, match="no usable gold"):
+            fn("x", ["the"])

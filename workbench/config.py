@@ -150,6 +150,8 @@ class MethodConfig:
     path_extractor: str = "deterministic"  # Eq. 8's extractor: deterministic (path_support.extract_path) | llm (section 3.3)
     verifier_max_new_tokens: int = 256  # ours: the LLM verifier's reply budget (one JSON line per candidate)
     extractor_max_new_tokens: int = 128  # ours: the LLM path extractor's reply budget
+    topology_patterns: str = "1p,2p,3p,2i,ip,pi"  # EoG (seed 004, Table 6): the patterns a kg_topology task is drawn from, uniformly (ours)
+    topology_max_answers: int = 20  # EoG: largest complete answer set of a task; ours (= kg.topology.MAX_ANSWERS)
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,7 @@ RULES: dict[str, tuple] = {
     "method.minibatches": (_at_least(1), "an integer >= 1 (optimiser steps a round)"),
     "method.warmup_steps": (_at_least(0), "an integer >= 0"),
     "method.val_questions": (_at_least(0), "an integer >= 0"),
+    "method.topology_max_answers": (_at_least(1), "an integer >= 1"),
     **{f"method.{k}": (_within(0, 1), "a number in [0, 1]")
        for k in ("gate_threshold", "p_start", "p_end", "discount")},
     "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),

@@ -35,7 +35,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from workbench import store
-from workbench.scoring import N_BOOT, macro_bootstrap_ci, summarize
+from workbench.kg import topology_qa
+from workbench.scoring import N_BOOT, hit_at_1, macro_bootstrap_ci, set_f1, summarize
 
 _EVAL_ID = re.compile(r"^(?P<backbone>[^/]+)/(?P<method>[^/]+)/(?P<dataset>[^/]+)/(?P<split>[^/#]+)#(?P<n>\d+)$")
 
@@ -229,6 +230,8 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
     try:
         preset = resolve_preset(model_path, preset, con)
         cfg = get_preset(preset, **(overrides or {}))
+        if dataset == topology_qa.DATASET:  # EoG's answer-set questions, built on first use (seed 0)
+            topology_qa.ensure_topology_questions(con, split=split)
         questions = load_questions(con, dataset, split, limit)
         labels = model_labels(model_path)
         backbone, method = eval_backbone(backbone or labels["backbone"], preset), method or labels["method"]
@@ -248,6 +251,8 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         if log:
             log(f"{eval_id}: {len(scored)} questions in {seconds:.1f} s")
             log(format_summary(summarize(scored)))
+            if dataset == topology_qa.DATASET:
+                log(format_set_scores(set_scores(con, eval_id)))
         return eval_id
     finally:
         if own:
@@ -258,6 +263,38 @@ def format_summary(summary) -> str:
     """A summarize() frame as aligned text lines: group, n, EM % and its 95% interval."""
     return "\n".join(f"  {r.group:<12} n={r.n:<5} EM {100 * r.mean:5.1f}  [{100 * r.low:5.1f}, {100 * r.high:5.1f}]"
                      for r in summary.itertuples())
+
+
+def set_scores(con, eval_id: str, n_boot: int = N_BOOT, seed: int = 0):
+    """Hit@1 and set F1 (seed 004's metrics; ``scoring.hit_at_1``, ``scoring.set_f1``) of one
+    evaluation, per family and macro, with bootstrap 95% intervals: each prediction against its
+    question's ``answers`` as a SET of answers. Meant for answer-set questions (``tinyworld_topology``,
+    families = patterns); on questions whose answers are one entity's aliases F1 undercounts a hit.
+    Columns: group, n, hit1, hit1_low, hit1_high, f1, f1_low, f1_high.
+
+    Example:
+        >>> # set_scores(con, "tiny-tiny/eog/tinyworld_topology/test#0")
+    """
+    import pandas as pd
+
+    df = con.execute(
+        """SELECT coalesce(q.family, o.dataset) AS family, o.prediction, q.answers
+           FROM eval_outcomes o JOIN questions q USING (question_id) WHERE o.eval_id = ? ORDER BY o.question_id""",
+        [eval_id]).df()
+    if df.empty:
+        raise ValueError(f"no evaluation {eval_id!r} with stored questions in the store")
+    df["hit1"] = [hit_at_1(p, list(a)) for p, a in zip(df.prediction, df.answers)]
+    df["f1"] = [set_f1(p, list(a)) for p, a in zip(df.prediction, df.answers)]
+    parts = [summarize(df, metric=m, n_boot=n_boot, seed=seed).rename(
+        columns={"mean": m, "low": f"{m}_low", "high": f"{m}_high"}) for m in ("hit1", "f1")]
+    return pd.merge(parts[0], parts[1].drop(columns="n"), on="group")
+
+
+def format_set_scores(scores) -> str:
+    """A set_scores() frame as aligned text lines: group, n, Hit@1 and F1 % with their 95% intervals."""
+    return "\n".join(f"  {r.group:<12} n={r.n:<5} Hit@1 {100 * r.hit1:5.1f} [{100 * r.hit1_low:5.1f}, "
+                     f"{100 * r.hit1_high:5.1f}]  F1 {100 * r.f1:5.1f} [{100 * r.f1_low:5.1f}, {100 * r.f1_high:5.1f}]"
+                     for r in scores.itertuples())
 
 
 # ---------------------------------------------------------------- loading outcomes

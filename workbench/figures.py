@@ -5,7 +5,8 @@ One builder per paper table or figure (seed 000): ``table1`` (main results), ``t
 ablation with deltas and sign-test p-values), ``figure3`` (training dynamics: a validation
 accuracy, b chain pool growth and seed fallback rate, c KL and entropy) and ``figure4`` (average
 hops and p_s, generated vs seed questions); and ``gate_rejections`` (ours: the quality gate's
-verdicts by reason per round). Each reads the paper side from ``workbench.paper``, the "this run"
+verdicts by reason per round); ``topology_curriculum`` is EoG's Fig. 7 (seed 004: synthesis success
+per topology per round). Each reads the paper side from ``workbench.paper``, the "this run"
 side from the store, read-only (``runs``, ``run_metrics``: one JSON object per round,
 ``eval_outcomes``), and, given ``ref`` (``workbench.reference.load()``), the shipped reference runs
 as a third source, named by ``Reference.label`` ("reference (tiny, 4 seeds, 20 rounds)"): their
@@ -910,7 +911,81 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
         written += save_fig(figure4(con, ref), "figure4_generated_vs_seed", out_dir)
         if con is not None or ref is not None:  # ours, not the paper's: nothing to show from the paper alone
             written += save_fig(gate_rejections(con, ref=ref), "gate_rejections", out_dir)
+        if con is not None and not topology_success(run_metrics(con)).empty:  # EoG runs (seed 004, Fig. 7)
+            written += save_fig(topology_curriculum(con), "topology_curriculum", out_dir)
     finally:
         if con is not None:
             con.close()
     return written
+
+
+# ------------------------------------------------------------------ EoG's topology curriculum (seed 004)
+
+TOPOLOGY_PATTERNS = ("1p", "2p", "3p", "2i", "ip", "pi")  # kg.topology.PATTERNS (figures sits above kg)
+SIMPLE_TOPOLOGIES = ("1p", "2p", "2i")  # ours: EoG's Fig. 7b splits simple from complex without naming them
+TOPOLOGY_COLOURS = dict(zip(TOPOLOGY_PATTERNS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")))
+
+
+def topology_success(metrics: pd.DataFrame, runs: list[str] | None = None) -> pd.DataFrame:
+    """Per round and topology, EoG's synthesis success rate (seed 004, Fig. 7): the queries with an
+    admitted question over the queries the proposer wrote for (``run_metrics``' ``topology_admitted``
+    and ``topology_tasks``), pooled over ``runs`` (default: every run that logged them); plus
+    ``simple`` (1p 2p 2i pooled, ours) and ``complex`` (3p ip pi). Columns: round, topology,
+    admitted, tasks, success.
+
+    Example:
+        >>> m = pd.DataFrame([dict(run="a", round=0, topology_tasks={"1p": 2, "3p": 2}, topology_admitted={"1p": 1, "3p": 0}),
+        ...                   dict(run="b", round=0, topology_tasks={"1p": 2}, topology_admitted={"1p": 2})])
+        >>> topology_success(m).set_index("topology").success.to_dict()
+        {'1p': 0.75, '3p': 0.0, 'simple': 0.75, 'complex': 0.0}
+    """
+    if metrics.empty or "topology_tasks" not in metrics:
+        return pd.DataFrame(columns=["round", "topology", "admitted", "tasks", "success"])
+    has = metrics[metrics.topology_tasks.map(lambda v: isinstance(v, dict))]
+    if runs is not None:
+        has = has[has.run.isin(runs)]
+    rows = [{"round": int(r["round"]), "topology": p, "tasks": n, "admitted": (r.get("topology_admitted") or {}).get(p, 0)}
+            for r in has.to_dict("records") for p, n in r["topology_tasks"].items()]
+    if not rows:
+        return pd.DataFrame(columns=["round", "topology", "admitted", "tasks", "success"])
+    df = pd.DataFrame(rows)
+    df = pd.concat([df, df.assign(topology=df.topology.map(lambda p: "simple" if p in SIMPLE_TOPOLOGIES else "complex"))])
+    order = {p: i for i, p in enumerate((*TOPOLOGY_PATTERNS, "simple", "complex"))}
+    out = df.groupby(["round", "topology"], as_index=False)[["admitted", "tasks"]].sum()
+    out["success"] = out.admitted / out.tasks
+    return out.sort_values(["round", "topology"], key=lambda c: c.map(order) if c.name == "topology" else c,
+                           ignore_index=True)[["round", "topology", "admitted", "tasks", "success"]]
+
+
+def topology_curriculum(con=None, runs: list[str] | None = None) -> go.Figure:
+    """EoG's Fig. 7 analogue: the proposer's synthesis success rate per round, (a) simple vs
+    complex topologies and (b) per topology (``topology_success``), pooled over ``runs`` (default:
+    every run in the store that logged topology tasks: ``--method eog`` and its ablations).
+
+    Example:
+        >>> topology_curriculum().layout.annotations[0].text
+        'no topology tasks recorded'
+    """
+    all_runs, metrics = store_runs(con), run_metrics(con)
+    success = topology_success(metrics, runs)
+    shown_runs = sorted(set(metrics.run[metrics.get("topology_tasks", pd.Series(dtype=object)).map(
+        lambda v: isinstance(v, dict))])) if not success.empty else []
+    shown_runs = [r for r in shown_runs if runs is None or r in runs]
+    titles = (["(a) simple vs complex", "(b) per topology"] if not success.empty else ["no topology tasks recorded"])
+    fig = make_subplots(rows=1, cols=len(titles), shared_yaxes=True, horizontal_spacing=0.06, subplot_titles=titles)
+    for col, names in ((1, ("simple", "complex")), (2, TOPOLOGY_PATTERNS)):
+        for name in names:
+            part = success[success.topology == name]
+            if part.empty:
+                continue
+            fig.add_trace(go.Scatter(x=part["round"], y=part.success, mode="lines+markers", name=name,
+                                     line=dict(color=TOPOLOGY_COLOURS.get(name, "#333" if name == "simple" else "#999"),
+                                               dash="solid" if name != "complex" else "dash"),
+                                     customdata=np.stack([part.admitted, part.tasks], axis=1),
+                                     hovertemplate=f"{name}: %{{y:.0%}} (%{{customdata[0]}} of %{{customdata[1]}})"
+                                                   "<br>round %{x}<extra></extra>"), row=1, col=col)
+            whole_ticks(fig, int(success["round"].max()), title_text="round", row=1, col=col)
+    fig.update_yaxes(title_text="synthesis success (admitted / queries)", range=[0, 1.05], tickformat=".0%", row=1, col=1)
+    shown = all_runs[all_runs.run.isin(shown_runs)]
+    fig = _layout(fig, "Topology curriculum: synthesis success per topology (EoG, Fig. 7 analogue)", shown, height=480)
+    return legend_below(fig, panels_px=320, y=-0.2)

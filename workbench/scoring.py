@@ -1,6 +1,7 @@
 """Answer scoring as Search-R1 and the paper report it (seed 000, section 4.1: "exact match
 accuracy after normalization"): the SQuAD normalisation, EM, cover EM and token F1, and the
-extraction of the final ``<answer>`` from a model's generated text.
+extraction of the final ``<answer>`` from a model's generated text; Hit@1 and set F1 over complete
+answer sets (seed 004, EoG's metrics: :func:`hit_at_1`, :func:`set_f1`).
 
 Normalisation is SQuAD's exactly (as Search-R1's ``qa_em.py``), so numbers stay comparable:
 only ASCII punctuation (``string.punctuation``) is removed; other characters, accents and
@@ -107,6 +108,55 @@ def f1_score(prediction: str | None, golds: str | list[str]) -> float:
             precision, recall = common / len(pred), common / len(gold.split())
             best = max(best, 2 * precision * recall / (precision + recall))
     return best
+
+
+def hit_at_1(predictions: str | Sequence[str] | None, answer_set: Sequence[str]) -> float:
+    """Hit@1 over an answer set (seed 004, Tables 2-3): 1.0 when the top prediction (a single
+    answer string, or the first of a ranked list) equals, after :func:`normalize_answer`, any member
+    of the complete answer set; else 0.0. None or an empty list scores 0.
+
+    Each member of ``answer_set`` is one acceptable answer (an entity's title; aliases may be
+    listed as members too: any match counts).
+
+    Example:
+        >>> hit_at_1("Rome", ["Paris", "rome"]), hit_at_1(["Oslo", "Rome"], ["Rome"]), hit_at_1(None, ["Rome"])
+        (1.0, 0.0, 0.0)
+    """
+    golds = _golds(list(answer_set))
+    if isinstance(predictions, str):
+        predictions = [predictions]
+    if not predictions:
+        return 0.0
+    return float(normalize_answer(predictions[0]) in golds)
+
+
+def set_f1(predictions: str | Sequence[str] | None, answer_set: Sequence[str]) -> float:
+    """Set F1 over answer sets (seed 004's F1, the KGQA convention): with P the set of distinct
+    normalised predictions and A the set of distinct normalised answers, precision |P & A| / |P|,
+    recall |P & A| / |A|, F1 their harmonic mean (0 when they share nothing).
+
+    A single answer string is the set {answer}: a hit then scores 2 / (1 + |A|) (precision 1,
+    recall 1/|A|), so F1 = Hit@1 only when the answer set has one member. Predictions normalising
+    to nothing are dropped. Unlike :func:`f1_score` (SQuAD token F1 of one string) it counts
+    entities, not words.
+
+    Example:
+        >>> set_f1("Rome", ["Rome", "Paris", "Oslo"])   # 2 * 1 * 1/3 / (1 + 1/3)
+        0.5
+        >>> set_f1(["Rome", "Paris", "Bern"], ["Rome", "Paris"])   # P 2/3, R 1
+        0.8
+        >>> set_f1(["Bern"], ["Rome"]), set_f1(None, ["Rome"])
+        (0.0, 0.0)
+    """
+    golds = set(_golds(list(answer_set)))
+    if isinstance(predictions, str):
+        predictions = [predictions]
+    pred = {n for n in (normalize_answer(p) for p in (predictions or []) if p is not None) if n}
+    common = len(pred & golds)
+    if not common:
+        return 0.0
+    precision, recall = common / len(pred), common / len(golds)
+    return 2 * precision * recall / (precision + recall)
 
 
 def extract_answer(generated_text: str | None) -> str | None:

@@ -1,4 +1,4 @@
-"""``workbench bench walks|retrieval|rollout|loop|server|gpu``: speed figures as JSON, ratios measured in one run."""
+"""``workbench bench walks|retrieval|rollout|loop|server|gpu|topology``: speed figures as JSON, ratios measured in one run."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ BENCHES = {
     "loop": ("workbench.method.bench", "bench_loop", "CoEvoKG round overhead, path support, write-back rates"),
     "server": ("workbench.search.server_bench", "bench_server",
                "retrieval server under load on loopback: keep-alive vs new connections, 50/200 clients"),
+    "topology": ("workbench.kg.topology", "bench_topology",
+                 "EoG's query patterns 1p..pi: in-memory index vs DuckDB SQL per query, synthetic graph"),
     "gpu": ("workbench.method.gpu_bench", "bench_gpu",
             "the GPU engine (CUDA): vLLM vs HF tokens/s against the HBM roofline, LoRA update step, a round's stages"),
 }
@@ -33,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             _server_args(p)
         elif name == "gpu":
             _gpu_args(p)
+        elif name == "topology":
+            p.add_argument("--edges", type=int, default=1_000_000, help="edges of the synthetic graph")
+            p.add_argument("--queries", dest="n_queries", type=int, default=50, help="queries per pattern (default 50)")
+            p.add_argument("--seed", type=int, default=0)
         elif name == "walks":
             p.add_argument("--edges", type=int, default=1_000_000, help="edges of the synthetic graph")
             p.add_argument("--walks", type=int, default=None, help="CSR walks to time (default: scaled)")

@@ -32,6 +32,7 @@ import torch
 
 from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
+from workbench.method import eog
 from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
@@ -161,6 +162,7 @@ class RoundResult:
             "skipped_update": self.update["skipped"],
             "response_length": float(np.mean([r.trajectory.n_generated for r in self.rollouts])),
             "search_cache_hit_rate": self.search_cache_hit_rate,
+            **eog.curriculum_metrics(self.tasks),  # EoG's Fig. 7 counts; nothing for other task sources
         }
 
 
@@ -287,6 +289,11 @@ class Trainer:
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
                                       policy, m.verifier_max_new_tokens)
         self.extractor = LLMPathExtractor(policy, m.extractor_max_new_tokens) if m.path_extractor == "llm" else None
+        if spec.task_source == "kg_topology":  # EoG: queries, not chains, are what its verifier reads
+            self.patterns = eog.parse_patterns(m.topology_patterns)
+            if not m.verifier or m.verifier == "structural":
+                self.verifier = eog.TopologyVerifier()
+        self._topology_graph = None
         self.path_params = PathSupportParams.of(m)
         self._g0: EvidenceGraph | None = None
         self.titles: dict[int, str] = dict(con.execute(
@@ -360,6 +367,12 @@ class Trainer:
     # -- 1-2: proposer and gate ------------------------------------------------------------
     def _task_chains(self, t: int) -> list[ChainView]:
         m = self.cfg.method
+        if self.spec.task_source == "kg_topology":  # EoG (seed 004): executed queries of Table 6
+            if self._topology_graph is None:
+                self._topology_graph = eog.topology.TopologyGraph.from_store(self.con)
+            queries = eog.draw_queries(self._topology_graph, self.patterns, m.chains_per_round, self.seed_for(t, 1),
+                                       m.topology_max_answers)
+            return eog.topology_views(self.con, queries, self.titles)
         if self.spec.task_source == "kg_chains":
             return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self.seed_for(t, 1),
                                                         run=self.pool_run, round=t,
@@ -384,8 +397,11 @@ class Trainer:
         if self.spec.task_source == "seed_pool":
             return [], self._seed_slots(t, n_slots)
         chains = self._task_chains(t)
-        prompts = proposer_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain)
-        choices = answer_choices(chains, m.candidates_per_chain) if m.proposer_answer_choices else None
+        queries = self.spec.task_source == "kg_topology"
+        prompts = (eog.topology_prompts if queries else proposer_prompts)(self.policy.chat_prompt, chains,
+                                                                         m.candidates_per_chain)
+        choices = ((eog.topology_choices if queries else answer_choices)(chains, m.candidates_per_chain)
+                   if m.proposer_answer_choices else None)
         gens = self.policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=r.temperature,
                                     top_p=r.top_p, stop=(protocol.ANSWER_CLOSE,), seed=self.seed_for(t, 2),
                                     choices=choices)
@@ -394,19 +410,25 @@ class Trainer:
         tasks, slots = [], []
         parsed = [parse_candidates([s.text for s in sequences[c * m.candidates_per_chain:(c + 1) * m.candidates_per_chain]])
                   for c in range(len(chains))]
-        if hasattr(self.verifier, "prefetch"):  # the LLM verifier: every chain's grouped prompt in one batch
+        if hasattr(self.verifier, "prefetch") and not queries:  # the LLM verifier: every chain's prompt in one batch
             self.verifier.prefetch([(chain, cands, m.gate_allow_topic, self.spec.leak_filter)
                                     for chain, cands in zip(chains, parsed)])
         for c_idx, chain in enumerate(chains):
             mine = sequences[c_idx * m.candidates_per_chain:(c_idx + 1) * m.candidates_per_chain]
-            verdicts = gate(chain, parsed[c_idx], self.verifier, m.gate_threshold,
-                            m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic,
-                            leak_filter=self.spec.leak_filter)
+            if queries:
+                verdicts = eog.topology_gate(chain, parsed[c_idx], self.verifier, m.gate_threshold, m.admit_top_k,
+                                             m.gate_aggregation)
+            else:
+                verdicts = gate(chain, parsed[c_idx], self.verifier, m.gate_threshold,
+                                m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic,
+                                leak_filter=self.spec.leak_filter)
             task = ChainTask(chain, [Candidate(mine[v.index], v) for v in verdicts])
             for cand in task.candidates:
-                if cand.verdict.admitted:
-                    cand.slot = Slot(cand.verdict.question, [cand.verdict.answer], max(1, len(chain.titles) - 1),
-                                     "generated", chain, cand)
+                if cand.verdict.admitted:  # a query's slot is scored against its complete answer set
+                    cand.slot = (Slot(cand.verdict.question, chain.answer_titles, chain.hops, "generated", chain, cand)
+                                 if queries else
+                                 Slot(cand.verdict.question, [cand.verdict.answer], max(1, len(chain.titles) - 1),
+                                      "generated", chain, cand))
                     slots.append(cand.slot)
             tasks.append(task)
         missing = n_slots - len(slots)
@@ -478,15 +500,16 @@ class Trainer:
         m = self.cfg.method
         rows: list[Trajectory] = []
         advantages: list[torch.Tensor] = []
-        rollouts = [r for s in slots for r in s.rollouts]
+        # EoG's role ablations (seed 004, Fig. 5): a role without update contributes no rows
+        rollouts = [r for s in slots for r in s.rollouts] if self.spec.update_solver else []
         solver_adv = grpo_advantages(torch.tensor([r.score.reward for r in rollouts], dtype=torch.float32),
-                                     m.group_size, m.adv_eps)
+                                     m.group_size, m.adv_eps) if rollouts else []
         for roll, a in zip(rollouts, solver_adv):
             rows.append(roll.trajectory)
             advantages.append(torch.full((len(roll.trajectory.response_ids),), float(a))
                               * torch.tensor(roll.trajectory.loss_mask))
         scored = [(c.sequence, c.reward) for task in tasks for c in task.candidates
-                  if c.reward is not None and c.sequence.response_ids]
+                  if c.reward is not None and c.sequence.response_ids and self.spec.update_proposer]
         if scored:
             width = max(len(s.response_ids) for s, _ in scored)
             mask = torch.zeros(len(scored), width)

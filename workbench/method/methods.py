@@ -4,8 +4,10 @@ Under a matched budget every method gets the same question slots per round, G ro
 and one optimiser step per round; they differ only in the fields below.
 
 Example:
-    >>> sorted(METHODS)
+    >>> sorted(m for m in METHODS if not m.startswith("eog"))
     ['c1', 'c2', 'coevokg', 'search_r1', 'ssp']
+    >>> [m for m in METHODS if m.startswith("eog")]  # seed 004 and its Table 3 rows
+    ['eog', 'eog_wo_solver_update', 'eog_wo_proposer_update', 'eog_random_walk', 'eog_adversarial']
     >>> method_spec("coevokg").write_back
     True
 """
@@ -20,8 +22,9 @@ class MethodSpec:
     """One row of Tables 1-2 as a configuration of the loop.
 
     task_source: 'kg_chains' (C1: questions from KG chains through the quality gate),
-    'answer_entity' (SSP: the proposer sees one answer entity, no KG structure) or 'seed_pool'
-    (Search-R1: the fixed human-written pool, no proposer). solver_reward / proposer_reward name
+    'answer_entity' (SSP: the proposer sees one answer entity, no KG structure), 'seed_pool'
+    (Search-R1: the fixed human-written pool, no proposer) or 'kg_topology' (EoG, seed 004: queries of
+    its Table 6 executed on the KG, each with its complete answer set; ``method/eog.py``). solver_reward / proposer_reward name
     entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
     leak_filter: the gate's deterministic no-leakage check (Eq. 6's 1[no leak]); section 4.5 adds
     "the no leakage quality gate" with C1, so the SSP row runs without it.
@@ -34,6 +37,8 @@ class MethodSpec:
     write_back: bool
     label: str = ""
     leak_filter: bool = True
+    update_solver: bool = True  # EoG's role ablations (seed 004, Table 3): False = "w/o Solver update"
+    update_proposer: bool = True  # ... False = "w/o Proposer update"
 
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in (
@@ -42,6 +47,14 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
     MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
     MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),
+    # EoG (seed 004) and its Table 3 ablations: executed queries, set-F1 solver, variance proposer
+    MethodSpec("eog", "kg_topology", "eog_f1", "eog_variance", False, "EoG"),
+    MethodSpec("eog_wo_solver_update", "kg_topology", "eog_f1", "eog_variance", False, "EoG w/o Solver update",
+               update_solver=False),
+    MethodSpec("eog_wo_proposer_update", "kg_topology", "eog_f1", "eog_variance", False,
+               "EoG w/o Proposer update", update_proposer=False),
+    MethodSpec("eog_random_walk", "kg_chains", "eog_f1", "eog_variance", False, "EoG w/o query exec. (Random Walk)"),
+    MethodSpec("eog_adversarial", "kg_topology", "eog_f1", "ssp_adversarial", False, "EoG adversarial reward"),
 )}
 
 

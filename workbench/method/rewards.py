@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from workbench.config import MethodConfig
 from workbench.method.registry import Registry
+from workbench.scoring import hit_at_1, set_f1
 
 
 def _check_unit(name: str, value: float) -> float:
@@ -279,3 +280,45 @@ def exact_match_reward(x: SolverInputs) -> float:
 def coevokg_solver(x: SolverInputs) -> float:
     """CoEvoKG: Eq. 7, R_s = R_ans (1 + beta S_path)."""
     return solver_reward(x.r_ans, x.s_path, x.beta)
+
+
+def _answer_set(x: SolverInputs) -> list[str] | None:
+    """The complete answer set of an EoG query slot (its chain is a ``eog.TopologyView``), else None:
+    a seed or chain slot's ``answers`` are aliases of ONE entity, not a set of answers."""
+    chain = getattr(x.slot, "chain", None)
+    return list(x.slot.answers) if getattr(chain, "pattern", "") else None
+
+
+@SOLVER_REWARDS.register("eog_hit1")
+def eog_hit1(x: SolverInputs) -> float:
+    """EoG (seed 004): Hit@1 of the solver's single answer over the query's complete answer set
+    (``scoring.hit_at_1``); on a slot without a set (a seed question) it is R_ans, its EM.
+
+    Example:
+        >>> eog_hit1(SolverInputs(1.0))
+        1.0
+    """
+    answers = _answer_set(x)
+    if answers is None:
+        return exact_match_reward(x)
+    return hit_at_1(getattr(x.trajectory, "answer", None), answers)
+
+
+@SOLVER_REWARDS.register("eog_f1")
+def eog_f1(x: SolverInputs) -> float:
+    """EoG (seed 004): set F1 of the solver's answer over the query's complete answer set
+    (``scoring.set_f1``; the solver answers one string, so a hit scores 2 / (1 + |A|)); on a slot
+    without a set (a seed question: one entity, its aliases) it is R_ans, as F1 = Hit@1 on a
+    one-member set. EoG names Hit@1 and F1 as its metrics but not its training reward (ours: F1,
+    so a question with many answers, a list rather than a fact, earns the solver less).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> slot = NS(chain=NS(pattern="2p"), answers=["Rome", "Oslo", "Bern"])
+        >>> eog_f1(SolverInputs(1.0, trajectory=NS(answer="Oslo"), slot=slot))
+        0.5
+    """
+    answers = _answer_set(x)
+    if answers is None:
+        return exact_match_reward(x)
+    return set_f1(getattr(x.trajectory, "answer", None), answers)

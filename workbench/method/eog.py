@@ -1,0 +1,345 @@
+"""EoG's topology tasks as a task source of the round (seed 004, Symbolically Verifiable Topology
+Synthesis; ``MethodSpec.task_source = 'kg_topology'``).
+
+Each task is one query of Table 6 (``kg.topology``: 1p 2p 3p 2i ip pi) executed on the KG, so it
+comes with its complete answer set. The proposer reads the query's skeleton (pattern, formula,
+anchors with their passages, relations, and the answer set) and writes one question with one
+answer; the gate (:func:`topology_gate`) admits it when the answer is a member of the set, the
+question names no non-anchor entity of the query (no answer-set member), is one wh-question, and
+the verifier's Q (Eq. 6's aggregation, :func:`gate.quality`) clears the threshold. The solver is
+then scored against the whole set (``rewards.SOLVER_REWARDS['eog_hit1' | 'eog_f1']``) and the
+proposer by the variance of those scores (``eog_variance``).
+
+Ours, where EoG is silent: the prompt's wording; a task's pattern drawn uniformly from
+``method.topology_patterns`` each slot; the answer set bounded by ``method.topology_max_answers``;
+a hit names an answer entity's title (aliases not counted); the verifier below; tasks are never
+written back (their ``chain_id`` is -1, as SSP's entities).
+
+Example:
+    >>> v = TopologyView(-1, "2p:1:born in|located in", [1, 3], ["Ann", "Italy"], ["born in", "located in"],
+    ...                  ["Ann is an author.", "Italy is a country."], pattern="2p", n_anchors=1)
+    >>> v.anchor_titles, v.answer_titles, v.hops
+    (['Ann'], ['Italy'], 2)
+    >>> [x.admitted for x in topology_gate(v, [("In which country was the author Ann born?", "Italy"),
+    ...                                        ("Which country is Italy?", "Italy")], TopologyVerifier(), 0.5, 1)]
+    [True, False]
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from workbench.kg import topology
+from workbench.method.gate import DIMENSIONS, STOPWORDS, WH_WORDS, Verdict, _names, quality
+from workbench.method.memory import ChainView
+from workbench.policy import protocol
+from workbench.policy.generation import Choices
+from workbench.scoring import normalize_answer
+
+# Which relations end at the answer variable x (Table 6): the answer-focus dimension reads them.
+ANSWER_RELATIONS = {"1p": (0,), "2p": (1,), "3p": (2,), "2i": (0, 1), "ip": (2,), "pi": (1, 2)}
+
+TOPOLOGY_INSTRUCTION = (
+    "Write one question from this logical query over linked articles. Its anchors may be named; the "
+    "answer must be one of the listed answers, and the question must not name any answer. Follow "
+    "the relations from the anchors to x. Write <question> ... </question> <answer> ... </answer>.\n"
+)
+
+
+@dataclass(frozen=True)
+class TopologyView(ChainView):
+    """One executed query as the round reads it: ``entity_ids``/``titles``/``passages`` hold the
+    anchors first, then the complete answer set; ``relations`` are the query's r1..rk (not a chain's
+    consecutive links). ``chain_id`` -1: no pool chain, no write-back."""
+
+    pattern: str = ""
+    n_anchors: int = 0
+
+    @property
+    def anchor_titles(self) -> list[str]:
+        return list(self.titles[:self.n_anchors])
+
+    @property
+    def answer_titles(self) -> list[str]:
+        return list(self.titles[self.n_anchors:])
+
+    @property
+    def hops(self) -> int:
+        return topology.DEPTH[self.pattern]
+
+
+def parse_patterns(text: str) -> tuple[str, ...]:
+    """``method.topology_patterns`` ("1p,2p,...") as a tuple; an unknown or empty one raises ValueError.
+
+    Example:
+        >>> parse_patterns("1p, 2i")
+        ('1p', '2i')
+    """
+    names = tuple(p.strip() for p in str(text).split(",") if p.strip())
+    bad = [p for p in names if p not in topology.PATTERNS]
+    if not names or bad:
+        raise ValueError(f"method.topology_patterns: expected a comma-separated subset of "
+                         f"{','.join(topology.PATTERNS)}, got {text!r}")
+    return names
+
+
+def draw_queries(graph: topology.TopologyGraph, patterns: Sequence[str], n: int, seed: int,
+                 max_answers: int) -> list[topology.Query]:
+    """``n`` queries, each of a pattern drawn uniformly from ``patterns`` (ours), deterministic by
+    ``seed``; a pattern the graph cannot ground is redrawn among the others.
+
+    Example:
+        >>> from workbench.kg.walks import CSRGraph
+        >>> g = topology.TopologyGraph.from_csr(CSRGraph.from_edges([0, 1], [1, 2], [0, 1], 3))
+        >>> [q.pattern for q in draw_queries(g, ("1p", "2p"), 3, seed=0, max_answers=5)]
+        ['2p', '1p', '1p']
+    """
+    rng = np.random.default_rng(seed)
+    pools = {p: topology.sample_queries(graph, p, n, seed=seed, max_answers=max_answers) for p in patterns}
+    if not any(pools.values()):
+        raise ValueError("the store's graph grounds none of method.topology_patterns "
+                         f"{','.join(patterns)} with 1..{max_answers} answers")
+    taken: Counter = Counter()
+    out = []
+    for i in rng.integers(len(patterns), size=n):
+        p = patterns[int(i)]
+        if taken[p] >= len(pools[p]):  # exhausted: the next pattern that still has queries
+            p = next((q for q in patterns if taken[q] < len(pools[q])), None)
+            if p is None:
+                break
+        out.append(pools[p][taken[p]])
+        taken[p] += 1
+    return out
+
+
+def topology_views(con, queries: Sequence[topology.Query], titles: dict[int, str]) -> list[TopologyView]:
+    """One :class:`TopologyView` per query, with each entity's first passage (the proposer reads
+    the anchors' and answers' lead text, as the chain prompt reads its nodes').
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> q = topology.Query("1p", (1,), ("born in",), (2,))
+        >>> topology_views(con, [q], {1: "Ann", 2: "Rome"})[0].titles
+        ['Ann', 'Rome']
+    """
+    ids = sorted({e for q in queries for e in (*q.anchors, *q.answers)})
+    first = dict(con.execute(
+        "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
+        "GROUP BY entity_id", [ids]).fetchall()) if ids else {}
+    views = []
+    for q in queries:
+        ents = [*q.anchors, *q.answers]
+        views.append(TopologyView(-1, f"{q.pattern}:{','.join(map(str, q.anchors))}:{'|'.join(q.relations)}",
+                                  ents, [titles[e] for e in ents], list(q.relations), [first.get(e, "") for e in ents],
+                                  pattern=q.pattern, n_anchors=len(q.anchors)))
+    return views
+
+
+def render_query(view: TopologyView, max_chars: int = 300) -> str:
+    """The query's skeleton as the proposer reads it: pattern and formula, each anchor with its
+    passage, the relations r1..rk, and the answer set x.
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2], ["Ann", "Rome"], ["born in"], ["Ann is an author.", ""],
+        ...                  pattern="1p", n_anchors=1)
+        >>> print(render_query(v))
+        Pattern 1p: r1(a, x)
+        a = Ann: Ann is an author.
+        r1 = born in
+        x is one of: Rome
+    """
+    names = ["a"] if view.n_anchors == 1 else [f"a{i + 1}" for i in range(view.n_anchors)]
+    lines = [f"Pattern {view.pattern}: {topology.FORMULAS[view.pattern]}"]
+    lines += [f"{n} = {t}: {p[:max_chars]}".rstrip() for n, t, p in zip(names, view.anchor_titles, view.passages)]
+    lines += [f"r{i + 1} = {r}" for i, r in enumerate(view.relations)]
+    lines.append("x is one of: " + "; ".join(view.answer_titles))
+    return "\n".join(lines)
+
+
+def topology_prompts(policy_chat_prompt: Callable[[str], str], views: Sequence[TopologyView], m: int = 1) -> list[str]:
+    """One proposer prompt per query, repeated ``m`` times (query-major), through the chat format.
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""], pattern="1p", n_anchors=1)
+        >>> topology_prompts(lambda u: u, [v], 2)[1].startswith("Write one question from this logical query")
+        True
+    """
+    if m < 1:
+        raise ValueError(f"m (candidates per query) must be >= 1, got {m!r}")
+    return [policy_chat_prompt(TOPOLOGY_INSTRUCTION + "Query:\n" + render_query(v) + "\n")
+            for v in views for _ in range(m)]
+
+
+def topology_choices(views: Sequence[TopologyView], m: int) -> Choices:
+    """``method.proposer_answer_choices`` for queries: the ``<answer>`` may only spell a member of
+    the answer set (the chain form, ``loop.answer_choices``, allows every chain entity).
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2, 3], ["Ann", "Rome", "Oslo"], ["born in"], ["", "", ""],
+        ...                  pattern="1p", n_anchors=1)
+        >>> topology_choices([v], 1).per_row
+        [['Rome</answer>', 'Oslo</answer>']]
+    """
+    return Choices(protocol.ANSWER_OPEN, [[t + protocol.ANSWER_CLOSE for t in v.answer_titles]
+                                          for v in views for _ in range(m)])
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | None) -> Verdict | None:
+    """The deterministic filter for a query: a rejecting Verdict, or None when it passes.
+
+    Rejections, in order: 'extraction failed', 'empty', 'answer not in answer set' (any member
+    counts), 'leak: names answer X' (any member of the answer set, whole word, case-insensitive;
+    the anchors may be named), 'not one wh-question'.
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2, 3], ["Ann", "Rome", "Oslo"], ["born in"], ["", "", ""],
+        ...                  pattern="1p", n_anchors=1)
+        >>> filter_topology_candidate(v, ("Where was Ann born, Oslo or Bergen?", "Rome")).reason
+        "leak: names answer 'Oslo'"
+    """
+    if candidate is None:
+        return Verdict(0, None, None, extracted=False, reason="extraction failed")
+    question, answer = (candidate[0] or "").strip(), (candidate[1] or "").strip()
+    if not question or not answer:
+        return Verdict(0, question, answer, extracted=False, reason="empty")
+    if normalize_answer(answer) not in {normalize_answer(t) for t in view.answer_titles}:
+        return Verdict(0, question, answer, True, reason="answer not in answer set")
+    named = next((t for t in view.answer_titles if _names(question, t)), None)
+    if named is not None:
+        return Verdict(0, question, answer, True, leak=True, reason=f"leak: names answer {named!r}")
+    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
+        return Verdict(0, question, answer, True, reason="not one wh-question")
+    return None
+
+
+class TopologyVerifier:
+    """Deterministic verifier of a question against its query (the tiny tier; ours, after
+    ``gate.StructuralVerifier``), from the question's content words (stopwords and wh-words out):
+
+    * faithfulness: the mean of (content words found in the relation labels, anchor titles or
+      anchor passages) and (anchors named in the question): the question must be grounded;
+    * multi_hop: the fraction of the query's relations touched (a label content word occurs), so a
+      question must walk the whole skeleton (1p has one relation, and needs one);
+    * answer_focus: 1 when a relation ending at x (:data:`ANSWER_RELATIONS`) is touched;
+    * clarity: one '?' at the end and ``min_words``..``max_words`` words.
+    """
+
+    def __init__(self, min_words: int = 4, max_words: int = 40):
+        self.min_words, self.max_words = min_words, max_words
+
+    def judge(self, view: TopologyView, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
+        rel_words = [set(_words(r)) - STOPWORDS for r in view.relations]
+        anchors = view.anchor_titles
+        vocab = set().union(*rel_words, *(set(_words(t + " " + p)) for t, p in zip(anchors, view.passages)))
+        verdicts = []
+        for i, (question, answer) in enumerate(candidates):
+            words = _words(question)
+            content = [w for w in words if w not in STOPWORDS]
+            touched = {j for j, rw in enumerate(rel_words) if rw & set(content)}
+            grounded = sum(w in vocab for w in content) / len(content) if content else 0.0
+            scores = {
+                "faithfulness": (grounded + sum(_names(question, a) for a in anchors) / len(anchors)) / 2,
+                "multi_hop": len(touched) / len(rel_words),
+                "answer_focus": 1.0 if touched & set(ANSWER_RELATIONS[view.pattern]) else 0.0,
+                "clarity": 1.0 if (question.count("?") == 1 and question.strip().endswith("?")
+                                   and self.min_words <= len(words) <= self.max_words) else 0.0,
+            }
+            weak = [d for d in DIMENSIONS if scores[d] < 1.0]
+            reason = "ok" if not weak else "weak: " + ", ".join(f"{d}={scores[d]:.2f}" for d in weak)
+            verdicts.append(Verdict(i, question, answer, True, scores=scores, reason=reason))
+        return verdicts
+
+
+def topology_gate(view: TopologyView, candidates: Sequence[tuple[str, str] | None], verifier, threshold: float,
+                  top_k: int, aggregation: str = "mean") -> list[Verdict]:
+    """Eq. 6's gate on the M candidates of one query: :func:`filter_topology_candidate`, then the
+    verifier's Q (:func:`gate.quality`); the top k with Q >= threshold (and Q > 0) are admitted,
+    ties by candidate order (as ``gate.gate``)."""
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k!r}")
+    verdicts: list[Verdict | None] = []
+    survivors = []
+    for i, cand in enumerate(candidates):
+        rejected = filter_topology_candidate(view, cand)
+        verdicts.append(None if rejected is None else replace(rejected, index=i))
+        if rejected is None:
+            survivors.append(i)
+    judged = verifier.judge(view, [(candidates[i][0].strip(), candidates[i][1].strip()) for i in survivors])
+    if len(judged) != len(survivors):
+        raise ValueError(f"verifier returned {len(judged)} verdicts for {len(survivors)} candidates")
+    for i, v in zip(survivors, judged):
+        verdicts[i] = replace(v, index=i, q=quality(v, aggregation), admitted=False)
+    ranked = sorted((v for v in verdicts if v.extracted and v.q >= threshold and v.q > 0), key=lambda v: (-v.q, v.index))
+    for v in ranked:
+        v.passed = True
+    for v in ranked[:top_k]:
+        v.admitted = True
+    return verdicts
+
+
+def curriculum_metrics(tasks) -> dict:
+    """The round's synthesis success per topology (seed 004, Fig. 7): per pattern, the queries the
+    proposer wrote for (``topology_tasks``), those with an admitted question (``topology_admitted``)
+    and their ratio (``topology_success``). Empty when no task is a query (every other task source),
+    so other methods' metrics are unchanged.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> v = TopologyView(-1, "", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""], pattern="1p", n_anchors=1)
+        >>> t = [NS(chain=v, candidates=[NS(verdict=Verdict(0, "q", "a", True, admitted=True))]),
+        ...      NS(chain=v, candidates=[NS(verdict=Verdict(0, "q", "a", True))])]
+        >>> curriculum_metrics(t)["topology_success"]
+        {'1p': 0.5}
+    """
+    queries = [t for t in tasks if isinstance(t.chain, TopologyView)]
+    if not queries:
+        return {}
+    n = Counter(t.chain.pattern for t in queries)
+    ok = Counter(t.chain.pattern for t in queries if any(c.verdict.admitted for c in t.candidates))
+    order = [p for p in topology.PATTERNS if p in n]
+    return {"topology_tasks": {p: n[p] for p in order}, "topology_admitted": {p: ok[p] for p in order},
+            "topology_success": {p: ok[p] / n[p] for p in order}}
+
+
+def sample_views(con, per_pattern: int = 1, seed: int = 0, patterns: Sequence[str] = topology.PATTERNS,
+                 max_answers: int = topology.MAX_ANSWERS) -> list[TopologyView]:
+    """``per_pattern`` executed queries of each pattern as views (pattern-major), for showing.
+
+    Example:
+        >>> from workbench import store
+        >>> from workbench.kg.tinyworld import build_world
+        >>> con = store.connect(":memory:"); _ = build_world(con, preset="smoke", seed=0)
+        >>> [v.pattern for v in sample_views(con)]
+        ['1p', '2p', '3p', '2i', 'ip', 'pi']
+    """
+    graph = topology.TopologyGraph.from_store(con)
+    titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
+    queries = [q for p in patterns for q in topology.sample_queries(graph, p, per_pattern, seed=seed, max_answers=max_answers)]
+    return topology_views(con, queries, titles)
+
+
+def write_questions(policy, views: Sequence[TopologyView], cfg, seed: int = 0, temperature: float = 0.0) -> list[Verdict]:
+    """The proposer (``policy``) writes one question per query, as a round does (the topology
+    prompt, ``method.proposer_answer_choices``, ``cfg.method``'s gate threshold), greedily by
+    default; returns the gate's verdict on each (question, answer, admitted, reason).
+
+    Example:
+        >>> # verdicts = write_questions(Policy.load(base), sample_views(con), config.preset("tiny"))
+    """
+    m = cfg.method
+    prompts = topology_prompts(policy.chat_prompt, views, 1)
+    choices = topology_choices(views, 1) if m.proposer_answer_choices else None
+    gens = policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=temperature,
+                           top_p=cfg.rollout.top_p, stop=(protocol.ANSWER_CLOSE,), seed=seed, choices=choices)
+    return [topology_gate(v, [protocol.parse_candidate(g.text)], TopologyVerifier(), m.gate_threshold, 1,
+                          m.gate_aggregation)[0] for v, g in zip(views, gens)]
