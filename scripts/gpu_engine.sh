@@ -10,6 +10,7 @@
 #   loop3b     rollout() itself at the 3B shape on both engines, 256 trajectories
 #   round3b    one CoEvoKG round at paper shape (3B, 64 questions x 5 rollouts, 8 turns, top-3, LoRA 16)
 #   gen7b gen8b  the same as gen3b at the Qwen2.5-7B / Llama-3.1-8B shapes
+#   retrieval  dense search of 256 queries over 1M and 10M x 768 vectors: FAISS on the CPU vs torch top-k on the GPU
 # Environment: SCRATCH (default /tmp/gpu_engine), OUT (default $SCRATCH/out), PY (default python3).
 set -eo pipefail
 S=${SCRATCH:-/tmp/gpu_engine}; OUT=${OUT:-$S/out}; mkdir -p "$S/data" "$OUT"
@@ -42,6 +43,7 @@ for part in "$@"; do
               --set rollout.max_new_tokens=64 > "$OUT/loop3b.json" ;;
     round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
                > "$OUT/round3b.json" ;;
+    retrieval) $wb bench gpu --parts retrieval > "$OUT/retrieval.json" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
   [ ! -f "$OUT/$part.json" ] || tail -c 1500 "$OUT/$part.json"

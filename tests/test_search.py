@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from workbench import cli, store
@@ -232,3 +233,46 @@ def test_bench_recall_and_speed_on_bm25(db, tmp_path):
     make_store(tmp_path / "noq.duckdb").close()
     with pytest.raises(ValueError, match="no 'tinyworld' single_hop questions"):
         bench.bench_retrieval(db=str(tmp_path / "noq.duckdb"), preset="smoke")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 21])
+def test_exact_topk_equals_faiss_flat_ip_whatever_the_chunk(chunk):
+    """search.device=cuda's exact top-k (index.exact_topk) against FAISS's own scan, on the CPU."""
+    import faiss
+    import torch
+
+    from workbench.search.index import exact_topk
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((50, 16)).astype(np.float32)
+    queries = rng.standard_normal((9, 16)).astype(np.float32)
+    flat = faiss.IndexFlatIP(16)
+    flat.add(vectors)
+    want_scores, want_rows = flat.search(queries, 5)
+    rows, scores = exact_topk(torch.from_numpy(vectors), torch.from_numpy(queries), 5, chunk=chunk)
+    assert rows.tolist() == want_rows.tolist()
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
+    rows, _ = exact_topk(torch.from_numpy(vectors), torch.from_numpy(queries), 500, chunk=chunk)
+    assert rows.shape == (9, 50)  # k is clamped to the rows there are
+
+
+def test_dense_index_gives_its_vectors_to_the_gpu_path(dense):
+    """The vectors the GPU path copies are the ones FAISS searches: the same top-k on the CPU."""
+    import torch
+
+    from workbench.search.index import exact_topk
+
+    index = dense.index
+    q = ["Which musician plays the violin?", "tea"]
+    want_rows, want_scores = index.search(q, 3)
+    rows, scores = exact_topk(torch.from_numpy(index.vectors()), torch.from_numpy(index.encoder.queries(q)), 3)
+    assert rows.tolist() == want_rows.tolist()
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-6)
+
+
+def test_search_device_is_checked():
+    from workbench.config import preset
+
+    assert preset("smoke", **{"search.device": "cuda:1"}).search.device == "cuda:1"
+    with pytest.raises(ValueError, match="search.device"):
+        preset("smoke", **{"search.device": "gpu"})

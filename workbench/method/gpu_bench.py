@@ -20,6 +20,9 @@ figure does not need trained ones (``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1
   ``model`` (:func:`bench_logprobs`).
 * ``loop``: ``rollout`` itself (multi-turn, stops, masks, search) at the shape on each engine
   (:func:`bench_loop`).
+* ``retrieval``: dense search of a rollout turn's 256 queries over ``retrieval_sizes`` x 768
+  random unit vectors, FAISS's flat scan on the CPU vs :func:`search.index.exact_topk` on the GPU
+  in float16 (``search.device``), same top-3 (:func:`bench_retrieval`).
 * ``round``: one CoEvoKG round of ``train`` on ``db`` at ``preset`` with ``overrides``: seconds per
   stage (the round's ``time_*`` keys), peak GPU memory, and the paper's 314 optimiser steps
   extrapolated beside Search-R1's reported 36-126 s a step on 8 H100s.
@@ -139,14 +142,15 @@ def goals(result: dict) -> dict:
 
 # -- the bench ---------------------------------------------------------------------------------
 
-PARTS = ("generation", "update", "logprobs", "loop", "round")
+PARTS = ("generation", "update", "logprobs", "loop", "round", "retrieval")
 
 
 def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", "hf"), batch: int = 256,
               prompt_tokens: int = 512, new_tokens: int = 256, lora_rank: int = 16, update_batch: int = 8,
               update_tokens: int = 1024, update_steps: int = 3, round_model: str | None = None, db=None,
               preset: str = "tiny", overrides: dict | None = None, bandwidth: float = HBM_BYTES_PER_S,
-              seed: int = 0, parts=("generation", "update"), model: str | None = None) -> dict:
+              seed: int = 0, parts=("generation", "update"), model: str | None = None,
+              retrieval_sizes=(1_000_000, 10_000_000)) -> dict:
     """Measure the ``parts`` of the module docstring and return them as one JSON-ready dict.
 
     ``model`` (a model directory with its tokenizer, e.g. the warm start) is what ``logprobs``
@@ -175,6 +179,8 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
                                                 bandwidth)
     if "update" in parts:
         result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps)
+    if "retrieval" in parts:
+        result["retrieval"] = bench_retrieval(device, retrieval_sizes, seed=seed)
     if "logprobs" in parts:
         result["logprobs"] = bench_logprobs(model, db, preset, device, overrides)
     with contextlib.ExitStack() as stack:
@@ -415,6 +421,52 @@ def matmul_tflops(device: str, n: int = 8192, repeats: int = 10) -> float | None
         a @ b
     _sync(device)
     return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def bench_retrieval(device: str, sizes=(1_000_000, 10_000_000), dim: int = 768, n_queries: int = 256,
+                    k: int = 3, seed: int = 0) -> dict:
+    """Seconds for one batch of ``n_queries`` top-``k`` searches over each size of random unit
+    vectors: FAISS ``IndexFlatIP`` on the CPU (all its threads) and ``exact_topk`` on ``device``
+    (float16 vectors, copied once: the copy is reported apart); the share of top-k rows the two
+    agree on (float16 can swap near-ties).
+
+    Example:
+        >>> r = bench_retrieval("cpu", sizes=[1000], dim=8, n_queries=4)
+        >>> r["sizes"][0]["vectors"], r["sizes"][0]["same_topk_share"] > 0.9
+        (1000, True)
+    """
+    import faiss
+    import numpy as np
+
+    from workbench.search.index import exact_topk
+
+    rng = np.random.default_rng(seed)
+    out = {"dim": dim, "queries": n_queries, "k": k, "faiss_threads": faiss.omp_get_max_threads(), "sizes": []}
+    queries = rng.standard_normal((n_queries, dim), dtype=np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    for n in sizes:
+        vectors = rng.standard_normal((int(n), dim), dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        flat = faiss.IndexFlatIP(dim)
+        flat.add(vectors)
+        start = time.perf_counter()
+        _, want = flat.search(queries, k)
+        cpu_s = time.perf_counter() - start
+        start = time.perf_counter()
+        matrix = torch.from_numpy(vectors).to(device, torch.float16)
+        _sync(device)
+        copy_s = time.perf_counter() - start
+        exact_topk(matrix, torch.from_numpy(queries[:2]), k)  # warm-up
+        _sync(device)
+        start = time.perf_counter()
+        rows, _ = exact_topk(matrix, torch.from_numpy(queries), k)
+        gpu_s = time.perf_counter() - start
+        same = np.mean([len(set(a) & set(b)) / k for a, b in zip(rows.tolist(), want.tolist())])
+        out["sizes"].append({"vectors": int(n), "faiss_cpu_s": cpu_s, "torch_s": gpu_s, "copy_s": copy_s,
+                             "speedup": cpu_s / gpu_s, "same_topk_share": float(same)})
+        del vectors, flat, matrix
+        _reset_peak(device)
+    return out
 
 
 def paper_shape_folder(shape: str, tokenizer_dir, folder, device: str = "cpu", seed: int = 0,

@@ -217,14 +217,52 @@ class Encoder:
         return self._encode(texts, "passage: ")
 
 
+def exact_topk(matrix: "torch.Tensor", queries: "torch.Tensor", k: int, chunk: int = 1 << 21):
+    """Exact inner-product top-``k`` of each query against ``matrix``'s rows, on their device:
+    (rows, scores) as numpy arrays, scores descending. The matrix is scored in chunks of ``chunk``
+    rows (a batch of 256 queries against 2M rows holds 2 GiB of float32 scores), each chunk's top-k
+    merged into the running top-k. What ``DenseIndex`` does on a GPU instead of FAISS's CPU scan.
+
+    Example:
+        >>> import torch
+        >>> m = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
+        >>> rows, scores = exact_topk(m, torch.tensor([[1.0, 0.1]]), k=2, chunk=2)
+        >>> rows.tolist(), [round(float(x), 2) for x in scores[0]]
+        ([[0, 2]], [1.0, 0.77])
+    """
+    import torch
+
+    k = min(k, matrix.shape[0])
+    queries = queries.to(matrix.device, matrix.dtype)
+    best_scores = best_rows = None
+    for start in range(0, matrix.shape[0], chunk):
+        scores = (queries @ matrix[start:start + chunk].T).float()
+        top = scores.topk(min(k, scores.shape[1]), dim=1)
+        rows = top.indices + start
+        if best_scores is not None:
+            both = torch.cat([best_scores, top.values], 1)
+            merged = both.topk(min(k, both.shape[1]), dim=1)
+            rows = torch.cat([best_rows, rows], 1).gather(1, merged.indices)
+            top = merged
+        best_scores, best_rows = top.values, rows
+    return best_rows.cpu().numpy(), best_scores.cpu().numpy()
+
+
 class DenseIndex:
-    """FAISS ``IndexFlatIP`` over normalised passage embeddings (inner product = cosine)."""
+    """FAISS ``IndexFlatIP`` over normalised passage embeddings (inner product = cosine).
+
+    ``device`` (``search.device``): 'cpu' searches with FAISS; 'cuda' (or 'cuda:N') copies the
+    vectors to that GPU once, in float16, and searches exactly with :func:`exact_topk` (the
+    persisted index stays FAISS's, so both read one file).
+    """
 
     kind = "dense"
 
-    def __init__(self, index, encoder: Encoder):
+    def __init__(self, index, encoder: Encoder, device: str = "cpu"):
         self.index = index
         self.encoder = encoder
+        self.device = device
+        self._matrix = None  # the vectors on ``device`` (torch), copied at the first search
 
     @staticmethod
     def key(corpus: Corpus, encoder: Encoder) -> str:
@@ -252,17 +290,32 @@ class DenseIndex:
         return cls(faiss.read_index(str(folder / "index.faiss")), encoder)
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Row indices and cosine scores for the whole batch: one encoder call, one FAISS call."""
-        scores, rows = self.index.search(self.encoder.queries(queries), k)
-        return rows, scores
+        """Row indices and cosine scores for the whole batch: one encoder call, one FAISS call
+        (or one chunked top-k on the GPU)."""
+        embedded = self.encoder.queries(queries)
+        if self.device == "cpu":
+            scores, rows = self.index.search(embedded, k)
+            return rows, scores
+        import torch
+
+        if self._matrix is None:
+            self._matrix = torch.from_numpy(self.vectors()).to(self.device, torch.float16)
+        return exact_topk(self._matrix, torch.from_numpy(embedded), k)
+
+    def vectors(self) -> np.ndarray:
+        """The indexed passage embeddings, (passages, dim) float32, read from the FAISS index."""
+        import faiss
+
+        flat = faiss.rev_swig_ptr(self.index.get_xb(), self.index.ntotal * self.index.d)
+        return np.array(flat, dtype=np.float32).reshape(self.index.ntotal, self.index.d)
 
 
 def open_index(con, corpus: Corpus, kind: str = "bm25", model: str | None = None, e5: bool | None = None,
-               root: Path | None = None):
+               root: Path | None = None, device: str = "cpu"):
     """Load the persisted index of ``corpus`` or build (and persist) it when its hash is new.
 
     ``root`` defaults to the folder beside the store's file; an in-memory store with no ``root``
-    builds in memory every time.
+    builds in memory every time. ``device`` is where a dense index searches (``DenseIndex``).
 
     Example:
         >>> from workbench import store
@@ -283,11 +336,12 @@ def open_index(con, corpus: Corpus, kind: str = "bm25", model: str | None = None
         return BM25Index.build(corpus) if kind == "bm25" else DenseIndex.build(corpus, encoder)
 
     if root is None:
-        return build()
+        return _on(build(), device)
     folder = Path(root) / key
     meta_path = folder / "meta.json"
     if meta_path.exists() and json.loads(meta_path.read_text()).get("passages") == len(corpus):
-        return BM25Index.load(folder) if kind == "bm25" else DenseIndex.load(folder, encoder)
+        index = BM25Index.load(folder) if kind == "bm25" else DenseIndex.load(folder, encoder)
+        return _on(index, device)
     index = build()
 
     def write(tmp: Path) -> None:
@@ -297,4 +351,10 @@ def open_index(con, corpus: Corpus, kind: str = "bm25", model: str | None = None
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # written last: marks it complete
 
     _atomic_dir(folder, write)
+    return _on(index, device)
+
+
+def _on(index, device: str):
+    if device != "cpu" and index.kind == "dense":
+        index.device = device
     return index

@@ -22,12 +22,13 @@ from workbench import paths
 
 def make_retriever(con, search_cfg, index: str | None = None):
     """``RemoteRetriever(search.url)`` when a URL is set, else ``SearchTool`` over ``con`` with
-    ``index`` (default ``search.index``) and ``search.dense_model`` (``paths.local_model``)."""
+    ``index`` (default ``search.index``), ``search.dense_model`` (``paths.local_model``) and
+    ``search.device``."""
     if search_cfg.url:
         from workbench.search.client import RemoteRetriever
 
         return RemoteRetriever(search_cfg.url, topk=search_cfg.topk)
     from workbench.search.tool import SearchTool
 
-    return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk,
+    return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk, device=search_cfg.device,
                       model=paths.local_model(search_cfg.dense_model) if search_cfg.dense_model else None)

@@ -145,7 +145,8 @@ class SearchTool(Retriever):
     ``db_or_con`` is a store path or an open DuckDB connection. ``model`` picks the dense encoder
     (default: the packaged all-MiniLM-L6-v2; any sentence-transformers or E5 path); ``e5``
     forces E5 prefixes on or off (default: detected from the model name). ``index_dir`` moves
-    the persisted indexes (default: beside the store).
+    the persisted indexes (default: beside the store); ``device`` is where dense search runs
+    (``search.device``: 'cpu' with FAISS, 'cuda' with an exact top-k on the GPU).
 
     Example:
         >>> from workbench import store
@@ -156,7 +157,8 @@ class SearchTool(Retriever):
     """
 
     def __init__(self, db_or_con, index: str = "bm25", topk: int = 3, model: str | None = None,
-                 e5: bool | None = None, cache: bool = True, index_dir: str | Path | None = None):
+                 e5: bool | None = None, cache: bool = True, index_dir: str | Path | None = None,
+                 device: str = "cpu"):
         super().__init__(topk=topk, cache=cache)
         if isinstance(db_or_con, (str, Path)):
             if not Path(db_or_con).exists():
@@ -166,12 +168,12 @@ class SearchTool(Retriever):
             con = store.connect(db_or_con)
             try:
                 self.corpus = load_corpus(con)
-                self.index = open_index(con, self.corpus, index, model, e5, index_dir)
+                self.index = open_index(con, self.corpus, index, model, e5, index_dir, device)
             finally:
                 con.close()
         else:
             self.corpus = load_corpus(db_or_con)
-            self.index = open_index(db_or_con, self.corpus, index, model, e5, index_dir)
+            self.index = open_index(db_or_con, self.corpus, index, model, e5, index_dir, device)
         self.kind = index
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
