@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Train several loop configurations side by side from the warm start, then evaluate each
-# best-validation checkpoint and the base on the same test questions (the LOG.md tables).
+# Train several loop configurations side by side from one base (the preset's tiny warm start, or
+# MODEL), then evaluate each best-validation checkpoint and the base on the same test questions
+# (the LOG.md tables).
 #
 # usage: scripts/rl_compare.sh PRESET STEPS LIMIT TRAIN_TIMEOUT "name:method:section.field=v,..." ...
 #   e.g. scripts/rl_compare.sh tiny 28 100 6000 "c:coevokg:" "s:search_r1:" "c1:coevokg:method.seed=1"
@@ -15,33 +16,57 @@
 # the test set; DATASET=tinyworld_topology evaluates on EoG's answer-set questions (one family per
 # query pattern, built in the base store before the runs copy it): EM there is Hit@1, and the
 # summary adds set F1 per run and over seeds.
+# MODEL (a model folder or hub id) is the base every run starts from and the base row evaluated,
+# instead of the tiny warm start; presets without a tiny backbone (paper, paper-7b, paper-8b) default
+# to their backbone.model (paths.local_model). STORE (a store path) is copied for the base and each
+# run instead of building a TinyWorld and G_0 at PRESET: the paper tier's KILT store with its QA sets,
+#   e.g. MODEL=data/models/Qwen2.5-3B-Instruct STORE=data/kilt.duckdb DATASET=nq GPUS="0 1 2" \
+#        scripts/rl_compare.sh paper 314 500 172800 "c:coevokg:" "s:search_r1:" "p:ssp:"
+# (each run gets its own copy of STORE: one writer per DuckDB file).
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)
+for v in MODEL STORE; do  # a path given relative to the caller's folder, before the cd below
+  if [ -n "${!v:-}" ] && [ -e "${!v}" ]; then printf -v "$v" '%s' "$(realpath "${!v}")"; fi
+done
 cd "$(dirname "$0")/.."  # the repository root, whatever the caller's folder
 if [ "$S" = "$(pwd -P)" ]; then echo "SCRATCH must not be the repository" >&2; exit 2; fi
 rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base"; mkdir -p "$S/data" "$S/logs"
 PY=${PY:-.venv/bin/python}
+# The base: MODEL, else a non-tiny preset's backbone.model, found in the caller's data/models/ (before
+# WORKBENCH_DATA moves to the scratch folder); empty for a tiny backbone (its warm start, below).
+base=${MODEL:-$($PY -c "import sys; from workbench import config, paths; m = config.preset(sys.argv[1]).backbone.model; print('' if m == 'tiny' else paths.local_model(m))" "$1")}
 export JAX_PLATFORMS=cpu HF_HUB_OFFLINE=1 WORKBENCH_DATA="$S/data" WORKBENCH_RUNS="$S/runs" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 preset=$1 steps=$2 limit=$3 tmo=$4; shift 4
 wb="$PY -m workbench.cli"
 ds=${DATASET:-tinyworld}
 db="$S/data/_base.duckdb" L="$S/logs"
-$wb world --preset "$preset" --seed 0 --db "$db" | tail -1
-$wb pool build --preset "$preset" --db "$db" --seed 0 | tail -1
+if [ -n "${STORE:-}" ]; then
+  [ -f "$STORE" ] || { echo "STORE=$STORE: no such store file (expected a workbench DuckDB store)" >&2; exit 2; }
+  cp "$STORE" "$db"; echo "store: a copy of $STORE"
+else
+  $wb world --preset "$preset" --seed 0 --db "$db" | tail -1
+  $wb pool build --preset "$preset" --db "$db" --seed 0 | tail -1
+fi
 if [ "$ds" = tinyworld_topology ]; then  # same question ids in every copy, so outcomes pair
   $PY -c "import sys; from workbench import store; from workbench.kg.topology_qa import ensure_topology_questions as e; c = store.connect(sys.argv[1]); print(e(c), 'topology questions'); c.close()" "$db"
 fi
-$wb warmstart --preset "$preset" --db "$db" --out "$S/base" > "$L/warmstart.log" 2>&1
-grep -v "Loading\|Writing" "$L/warmstart.log" | head -3 || true
+from=(--model "$base")  # train's base; a tiny backbone's runs make (or reuse) their preset's warm start as before
+if [ -z "$base" ]; then
+  from=()
+  $wb warmstart --preset "$preset" --db "$db" --out "$S/base" > "$L/warmstart.log" 2>&1
+  grep -v "Loading\|Writing" "$L/warmstart.log" | head -3 || true
+  base="$S/base"
+fi
+echo "base: $base"
 for spec in "$@"; do cp "$db" "$S/data/${spec%%:*}.duckdb"; done  # each run its own store (one writer per file)
-$wb eval --db "$db" --model "$S/base" --dataset "$ds" --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
+$wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
 gpus=(${GPUS:-}); i=0
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done
   if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[$((i++ % ${#gpus[@]}))]}; fi
-  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
+  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${from[@]}" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
     $wb runs show "$name" --db "$S/data/$name.duckdb" --json > "$L/metrics_$name.json" 2>&1 || true
     $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
 done

@@ -375,3 +375,50 @@ def test_gate_rejections_shows_a_run_beside_the_reference_in_one_colour_per_verd
 def test_gate_rejections_without_verdicts_says_so():
     fig = figures.gate_rejections(None)
     assert [a.text for a in fig.layout.annotations] == ["no gate verdicts recorded"] and not fig.data
+
+
+def test_table1_shows_paper_tier_runs_beside_the_paper_and_the_reference(db, ref, tmp_path, no_browser):
+    """Evaluations at preset paper (the backbone label ends in -paper) get their own Table 1 rows:
+    EM per benchmark (HotpotQA's families pooled), gain over their base, the paper's row on the same
+    benchmarks; the tiny runs stay in "this run"; build_all saves the table."""
+    con = duckdb.connect(str(db))
+    qid = 100
+    # nq: 4 questions; hotpotqa: 2 bridge + 2 comparison (pooled into one benchmark).
+    for dataset, families in (("nq", [None] * 4), ("hotpotqa", ["bridge", "bridge", "comparison", "comparison"])):
+        for family in families:
+            con.execute("INSERT INTO questions (question_id, dataset, split, family, question, answers) "
+                        "VALUES (?, ?, 'test', ?, 'q?', ['a'])", [qid, dataset, family])
+            qid += 1
+    right = {"base": {100, 104}, "coevokg": {100, 101, 104, 105, 106}}  # base nq 1/4, hotpotqa 1/4
+    for method, ok in right.items():
+        for dataset, ids in (("nq", range(100, 104)), ("hotpotqa", range(104, 108))):
+            for q in ids:
+                con.execute("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em) "
+                            "VALUES (?, 'p', ?, ?, 'x', ?)",
+                            [f"Qwen2.5-3B-Instruct-paper/{method}/{dataset}/test#0", dataset, q, float(q in ok)])
+    con.close()
+    con = figures.open_store(db)
+    tables, fig = figures.table1(con, ref)
+    tier = tables["paper tier"].set_index("method")
+    assert list(tier.columns) == ["backbone", "preset", "NQ", "HotpotQA", "Avg.", "gain (Avg.)", "paper Avg.",
+                                  "vs paper"]
+    assert tier.loc["Base", ["NQ", "HotpotQA", "Avg."]].tolist() == [25.0, 25.0, 25.0]
+    assert tier.loc["CoEvoKG", ["NQ", "HotpotQA", "Avg.", "gain (Avg.)"]].tolist() == [50.0, 75.0, 62.5, 37.5]
+    printed = figures.paper.table1().set_index(["backbone", "method", "benchmark"]).accuracy
+    theirs = (printed[("Qwen2.5-3B-Instruct", "CoEvoKG", "NQ")] + printed[("Qwen2.5-3B-Instruct", "CoEvoKG", "HotpotQA")]) / 2
+    assert tier.loc["CoEvoKG", "paper Avg."] == round(theirs, 1)
+    assert tier.loc["CoEvoKG", "vs paper"] == round(62.5 - theirs, 1)
+    assert set(tier.backbone) == {"Qwen2.5-3B-Instruct"} and set(tier.preset) == {"paper"}
+    assert set(tables["this run"].backbone) == {"tiny"}  # the tiny tier's rows, without the paper tier's
+    assert not tables["reference"].empty and len(tables["paper"]) == 12
+    assert any("your paper-tier runs" in a.text for a in fig.layout.annotations)
+    con.close()
+    written = figures.build_all(db=db, out_dir=tmp_path / "out")
+    assert (tmp_path / "out" / "table1_main_results_paper_tier.csv") in written
+
+
+def test_paper_tier_preset_reads_the_label_evaluate_writes():
+    from workbench.evaluate import eval_backbone
+
+    assert [figures.paper_tier_preset(eval_backbone("Llama-3.1-8B-Instruct", p)) for p in ("paper-8b", "paper", "tiny")
+            ] == ["paper-8b", "paper", None]

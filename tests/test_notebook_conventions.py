@@ -66,3 +66,33 @@ def test_papermill_describes_every_parameter(nb):
         assert info["inferred_type_name"] != "None", f"{path.name}: give {name} a type annotation"
         assert info["help"], f"{path.name}: give {name} a `# comment` saying what it is (papermill --help-notebook)"
     assert "preset" in declared, f"{path.name}: every notebook takes a `preset` (smoke size for tests)"
+
+
+def test_every_notebook_takes_the_run_setting_parameters(nb):
+    """preset, model, dataset and overrides (workbench.notebook.SETTING_PARAMETERS), typed as the CLI's
+    --preset, --model, --dataset and --set, all given to ``setting`` in one call."""
+    from workbench.notebook import SETTING_PARAMETERS
+
+    path, notebook = nb
+    declared = papermill.inspect_notebook(str(path))
+    missing = [name for name in SETTING_PARAMETERS if name not in declared]
+    assert not missing, f"{path.name}: add the parameter(s) {missing} (every notebook takes {list(SETTING_PARAMETERS)})"
+    kinds = {name: declared[name]["inferred_type_name"] for name in SETTING_PARAMETERS}
+    assert kinds == {"preset": "str", "model": "str", "dataset": "str", "overrides": "dict"}, f"{path.name}: {kinds}"
+    assert declared["overrides"]["default"] == "{}", f"{path.name}: overrides defaults to {{}} (no change)"
+    source = "\n".join(c.source for c in _code(notebook)[1:])
+    assert "setting(preset, model, dataset, overrides)" in source, (
+        f"{path.name}: pass the four to workbench.notebook.setting, so they mean the same in every notebook")
+
+
+# Calls that would bypass the setting's model, dataset or overrides (Setting.train/evaluate/base/search).
+BYPASSES = {"config.preset(": "setting(...).cfg", "warm_start(": "setting(...).base", " train(con": "setting(...).train",
+            " evaluate(con": "setting(...).evaluate", "= train(": "setting(...).train",
+            "= evaluate(": "setting(...).evaluate", "(train(": "setting(...).train"}
+
+
+def test_notebooks_train_and_evaluate_through_the_setting(nb):
+    path, notebook = nb
+    source = "\n".join(c.source for c in _code(notebook)[1:])
+    used = {call: instead for call, instead in BYPASSES.items() if call in source}
+    assert not used, f"{path.name}: {used} ignore the model/dataset/overrides parameters; use the replacement"

@@ -28,3 +28,39 @@ def test_rl_compare_reports_each_run_and_the_seed_table(tmp_path):
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert sorted(metrics) == ["a", "b", "s"] and all(len(rows) == 1 for rows in metrics.values())
     assert (tmp_path / "out" / "eval_base.txt").read_text().startswith("tiny-smoke/base/tinyworld/test#0")
+
+
+@pytest.mark.slow
+def test_rl_compare_starts_every_run_from_model_and_copies_store(tmp_path):
+    """MODEL is the base of each run and the base row (no warm start is made); STORE is copied
+    instead of a new world. The model here is a smoke warm start stripped of its workbench.json,
+    so it reads as a model of the user's (labelled by its folder name)."""
+    import shutil
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES", "DATASET")}
+    wb = [sys.executable, "-m", "workbench.cli"]
+    prep = {**env, "WORKBENCH_DATA": str(tmp_path / "prep")}
+    store = tmp_path / "mine.duckdb"
+    for args in (["world", "--preset", "smoke"], ["pool", "build", "--preset", "smoke"],
+                 ["warmstart", "--preset", "smoke", "--out", str(tmp_path / "mine")]):
+        subprocess.run([*wb, *args, "--db", str(store)], cwd=ROOT, env=prep, check=True, capture_output=True)
+    (tmp_path / "mine" / "workbench.json").unlink()
+    scratch = tmp_path / "scratch"
+    env.update(SCRATCH=str(scratch), OUT=str(tmp_path / "out"), PY=sys.executable, MODEL=str(tmp_path / "mine"),
+               STORE=str(store))
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "600", "a:coevokg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"base: {tmp_path / 'mine'}" in done.stdout and f"store: a copy of {store}" in done.stdout
+    assert not (scratch / "base").exists()  # no warm start made
+    assert (tmp_path / "out" / "eval_base.txt").read_text().startswith("mine-smoke/base/tinyworld/test#")
+    best = json.loads((scratch / "runs" / "a" / "best" / "workbench.json").read_text())
+    assert (best["base"], best["backbone"]) == (str(tmp_path / "mine"), "mine")
+    assert "a (B) vs base (A): B - A macro EM" in (tmp_path / "out" / "summary.txt").read_text()
+
+
+def test_rl_compare_refuses_a_missing_store(tmp_path):
+    env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "STORE": str(tmp_path / "none.duckdb")}
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "paper", "1", "2", "60", "a:coevokg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "STORE=" in done.stderr and "no such store file" in done.stderr

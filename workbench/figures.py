@@ -43,7 +43,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from workbench import paper, paths, reference
+from workbench import config, paper, paths, reference
 from workbench.evaluate import across_seeds, sign_test_p
 from workbench.reference import NAMES, Reference, chains_added
 
@@ -387,13 +387,15 @@ def table1_paper() -> pd.DataFrame:
 def table1_run(con) -> pd.DataFrame:
     """Table 1's layout from the store: a row per evaluated backbone and method, a column per
     benchmark (a question family when one dataset has them all), ``Avg.``, and ``gain (Avg.)`` over
-    the ``base`` row of the same backbone (as the paper's subscripts).
+    the ``base`` row of the same backbone (as the paper's subscripts). Paper-tier evaluations have
+    their own table (``table1_paper_tier``).
 
     Example:
         >>> table1_run(None).empty
         True
     """
     scores = eval_scores(con)
+    scores = scores[[paper_tier_preset(m.split("/", 1)[0]) is None for m in scores.model]]
     if scores.empty:
         return pd.DataFrame()
     prefixes = {b.partition(":")[0] + ":" for b in scores.benchmark}
@@ -407,6 +409,66 @@ def table1_run(con) -> pd.DataFrame:
         wide["gain (Avg.)"] = [avg - base_avg[b] if b in base_avg else np.nan for (b, _), avg in wide["Avg."].items()]
     wide.columns.name = None
     return wide.reset_index().round(1)
+
+
+def paper_tier_preset(backbone: str) -> str | None:
+    """The paper-tier preset an eval's backbone label ends in (``Qwen2.5-3B-Instruct-paper`` ->
+    ``paper``; ``evaluate.eval_backbone`` appends it), or None for any other tier.
+
+    Example:
+        >>> paper_tier_preset("Qwen2.5-7B-Instruct-paper-7b"), paper_tier_preset("tiny-tiny")
+        ('paper-7b', None)
+    """
+    for name in sorted(config.PAPER_MODELS, key=len, reverse=True):  # paper-7b before paper
+        if backbone.endswith(f"-{name}"):
+            return name
+    return None
+
+
+# Table 1's benchmark of each QA set name `workbench import qa --name` takes (README: nq triviaqa ...).
+PAPER_BENCHMARKS = {b.lower(): b for b in paper.BENCHMARKS}
+
+
+def table1_paper_tier(con) -> pd.DataFrame:
+    """Table 1's rows from the store's paper-tier evaluations (preset ``paper*``): a row per
+    backbone (the paper's name for the preset's model) and method, the six benchmarks' EM (%) where
+    evaluated (a dataset's families pooled), ``Avg.`` over the benchmarks evaluated, ``gain (Avg.)``
+    over the same backbone's base, and the paper's row on the same benchmarks (``paper Avg.``) with
+    the difference, so a partial evaluation is compared like for like.
+
+    Example:
+        >>> table1_paper_tier(None).empty
+        True
+    """
+    scores = eval_scores(con)
+    if scores.empty:
+        return pd.DataFrame()
+    scores = scores.assign(preset=[paper_tier_preset(m.split("/", 1)[0]) for m in scores.model],
+                           dataset=scores.benchmark.str.partition(":")[0])
+    scores = scores[scores.preset.notna() & scores.dataset.isin(list(PAPER_BENCHMARKS))]
+    if scores.empty:
+        return pd.DataFrame()
+    scores = scores.assign(right=scores.accuracy * scores.n)
+    per = scores.groupby(["model", "preset", "dataset"], as_index=False)[["right", "n"]].sum()
+    per = per.assign(accuracy=per.right / per.n, benchmark=per.dataset.map(PAPER_BENCHMARKS))
+    printed = paper.table1().set_index(["backbone", "method", "benchmark"]).accuracy
+    rows = []
+    for (model, preset), part in per.groupby(["model", "preset"], sort=False):
+        method = NAMES.get(model.split("/", 1)[1], model.split("/", 1)[1])
+        backbone = config.PAPER_MODELS[preset].rsplit("/", 1)[-1]
+        row = {"backbone": backbone, "method": method, "preset": preset, **dict(zip(part.benchmark, part.accuracy))}
+        row["Avg."] = part.accuracy.mean()
+        theirs = [printed.get((backbone, method, b)) for b in part.benchmark]
+        row["paper Avg."] = float(np.mean(theirs)) if all(t is not None for t in theirs) else np.nan
+        row["vs paper"] = row["Avg."] - row["paper Avg."]
+        rows.append(row)
+    wide = pd.DataFrame(rows)
+    base = {b: a for b, m, a in zip(wide.backbone, wide.method, wide["Avg."]) if m == NAMES["base"]}
+    wide.insert(len(wide.columns) - 2, "gain (Avg.)", [a - base[b] if b in base else np.nan
+                                                      for b, a in zip(wide.backbone, wide["Avg."])])
+    columns = ["backbone", "method", "preset", *[b for b in paper.BENCHMARKS if b in wide], "Avg.", "gain (Avg.)",
+               "paper Avg.", "vs paper"]
+    return wide[columns].round(1)
 
 
 def table1_reference(ref: Reference | None) -> pd.DataFrame:
@@ -440,8 +502,12 @@ def table1(con=None, ref: Reference | None = None) -> tuple[dict[str, pd.DataFra
         >>> tables["paper"].loc[3, "Avg."]  # Qwen2.5-3B-Instruct + CoEvoKG
         np.float64(42.1)
     """
-    tables = {"paper": table1_paper(), "this run": table1_run(con), "reference": table1_reference(ref)}
-    titles = {"reference": f"{ref.label}: test macro EM, mean over seeds, 95% t interval"} if ref else {}
+    tables = {"paper": table1_paper(), "paper tier": table1_paper_tier(con), "this run": table1_run(con),
+              "reference": table1_reference(ref)}
+    titles = {"paper tier": "your paper-tier runs (presets paper*): EM per benchmark evaluated, the paper's "
+                            "row on the same benchmarks"}
+    if ref:
+        titles["reference"] = f"{ref.label}: test macro EM, mean over seeds, 95% t interval"
     return tables, _tables_figure(tables, "Table 1: accuracy (%) per benchmark and macro average", store_runs(con),
                                   ref, titles)
 
@@ -879,7 +945,7 @@ def table_caption(name: str, side: str, con=None, ref: Reference | None = None) 
 
 
 # build_all's file suffix of each table side
-_SUFFIX = {"paper": "paper", "this run": "run", "reference": "reference"}
+_SUFFIX = {"paper": "paper", "paper tier": "paper_tier", "this run": "run", "reference": "reference"}
 
 
 def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None,

@@ -346,3 +346,114 @@ def _parse_all(path: Path, fmt: str, split: str | None, skip_bad: bool) -> tuple
             continue
         records.append(rec)
     return records, skipped
+
+
+SEED_POOL_NAME = "nq_hotpotqa"  # the paper presets' method.seed_dataset and val_dataset
+SEED_POOL_VAL = 500  # ours: validation questions drawn from each source (the paper gives no number)
+
+
+def build_seed_pool(con: duckdb.DuckDBPyConnection, sources: list[str] | tuple[str, ...] = ("nq", "hotpotqa"),
+                    name: str = SEED_POOL_NAME, source_split: str = "train", val: int = SEED_POOL_VAL,
+                    seed: int = 0, replace: bool = False) -> dict:
+    """Dataset ``name``'s splits 'seed' (the seed pool Q_0) and 'val' (validation) from the imported
+    ``source_split`` questions of ``sources`` (section 4.1: NQ + HotpotQA training sets).
+
+    Each source (each ``data_source`` within one imported file, as Search-R1's combined
+    ``nq_hotpotqa_train``) is shuffled by ``seed``; its first ``val`` questions go to 'val', the
+    rest to 'seed'; new question ids follow the shuffled order, so ``load_questions``' "first per
+    family" limit reads a random sample. ``family`` is the source's (HotpotQA's bridge/comparison),
+    else its dataset name. All in one transaction; an existing seed/val of ``name`` is refused
+    unless ``replace``. The ``imports`` row records the sources, the settings and a digest of the
+    chosen question ids.
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> for i in range(6):
+        ...     _ = con.execute("INSERT INTO questions VALUES (?, 'nq', 'train', NULL, ?, ['a'], [], NULL, 'nq.jsonl')",
+        ...                     [i, f"q{i}"])
+        >>> r = build_seed_pool(con, ["nq"], val=2)
+        >>> r["splits"], r["per_source"]
+        ({'seed': 4, 'val': 2}, {'nq': {'seed': 4, 'val': 2}})
+    """
+    import hashlib
+
+    sources = list(dict.fromkeys(sources))
+    if not sources or not all(isinstance(s, str) and s.strip() for s in sources):
+        raise ValueError(f"--from: expected one or more imported QA dataset names, got {sources!r}")
+    if not name or not name.strip() or name in sources:
+        raise ValueError(f"--name {name!r}: expected a new dataset name, not empty and not one of --from")
+    if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+        raise ValueError(f"--val {val!r}: expected a positive number of validation questions per source")
+    with store.transaction(con):
+        rows = con.execute(
+            "SELECT question_id, dataset, family, question, answers, chain, hops, source FROM questions "
+            "WHERE list_contains(?, dataset) AND split = ? ORDER BY question_id", [sources, source_split]).fetchall()
+        found = {r[1] for r in rows}
+        if missing := [s for s in sources if s not in found]:
+            known = con.execute("SELECT DISTINCT dataset || '/' || split FROM questions ORDER BY 1").fetchall()
+            raise ValueError(f"--from {missing}: no questions in split {source_split!r} (import them first: "
+                             f"workbench import qa FILE --name NAME --split {source_split}); "
+                             f"the store has {[k for (k,) in known]}")
+        strata = _strata(rows)
+        existing = con.execute("SELECT split, count(*) FROM questions WHERE dataset = ? AND split IN ('seed', 'val') "
+                               "GROUP BY split ORDER BY split", [name]).fetchall()
+        if existing and not replace:
+            raise ValueError(f"dataset {name!r} already has {dict(existing)}; pass --replace to rebuild its "
+                             "seed and val splits")
+        chosen, per_source = _split_strata(strata, val, seed, source_split)
+        if replace:
+            con.execute("DELETE FROM questions WHERE dataset = ? AND split IN ('seed', 'val')", [name])
+        start = store.next_id(con, "questions", "question_id")
+        picked = [(split, stratum, r) for split in ("val", "seed") for stratum, r in chosen[split]]
+        _wb_pool = pa.table({  # noqa: F841 (read by DuckDB's replacement scan)
+            "question_id": pa.array(range(start, start + len(picked)), pa.int64()),
+            "dataset": pa.array([name] * len(picked), pa.string()),
+            "split": pa.array([split for split, _, _ in picked], pa.string()),
+            # HotpotQA's bridge/comparison, else the source's name (nq, or a combined file's data_source)
+            "family": pa.array([r[2] or stratum.rpartition(":")[2] for _, stratum, r in picked], pa.string()),
+            "question": pa.array([r[3] for _, _, r in picked], pa.string()),
+            "answers": pa.array([r[4] for _, _, r in picked], pa.list_(pa.string())),
+            "chain": pa.array([r[5] for _, _, r in picked], pa.list_(pa.int64())),
+            "hops": pa.array([r[6] for _, _, r in picked], pa.int32()),
+            "source": pa.array([r[7] for _, _, r in picked], pa.string())})
+        con.execute("INSERT INTO questions SELECT * FROM _wb_pool")
+        digest = hashlib.sha256(json.dumps({s: [r[0] for _, r in chosen[s]] for s in chosen}).encode()).hexdigest()
+        report = {"dataset": name, "from": sources, "source_split": source_split, "val_per_source": val,
+                  "seed": seed, "splits": {"seed": len(chosen["seed"]), "val": len(chosen["val"])},
+                  "per_source": per_source, "replaced": sum(n for _, n in existing) if replace else 0}
+        import_id = store.next_id(con, "imports", "import_id")
+        record_import(con, import_id, "qa:seed-pool", "+".join(f"{s}/{source_split}" for s in sources), len(rows), 0,
+                      f"sha256:{digest}", report)
+    return {"import_id": import_id, **report}
+
+
+def _strata(rows: list[tuple]) -> dict[str, list[tuple]]:
+    """The seed pool's sources: a dataset, or each ``source`` of a dataset that has several (the
+    ``data_source`` of each row of Search-R1's combined ``nq_hotpotqa_train``), e.g. ``nq_hotpotqa_train:nq``."""
+    origins: dict[str, set] = {}
+    for r in rows:
+        origins.setdefault(r[1], set()).add(r[7])
+    strata: dict[str, list[tuple]] = {}
+    for r in rows:
+        strata.setdefault(r[1] if len(origins[r[1]]) == 1 else f"{r[1]}:{r[7]}", []).append(r)
+    return strata
+
+
+def _split_strata(strata: dict[str, list[tuple]], val: int, seed: int, source_split: str) -> tuple[dict, dict]:
+    """Each stratum shuffled by ``seed`` (and its name, so adding a source leaves the others' draws
+    unchanged): the first ``val`` to 'val', the rest to 'seed', as (stratum, row); and the counts
+    per stratum."""
+    import zlib
+
+    chosen: dict[str, list] = {"val": [], "seed": []}
+    per_source = {}
+    for stratum, part in sorted(strata.items()):
+        if len(part) <= val:
+            raise ValueError(f"--val {val}: source {stratum!r} has only {len(part)} {source_split} questions; "
+                             "expected more than --val, so the seed pool gets some")
+        order = np.random.default_rng([seed, zlib.crc32(stratum.encode())]).permutation(len(part))
+        chosen["val"] += [(stratum, part[i]) for i in order[:val]]
+        chosen["seed"] += [(stratum, part[i]) for i in order[val:]]
+        per_source[stratum] = {"seed": len(part) - val, "val": val}
+    return chosen, per_source

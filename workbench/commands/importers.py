@@ -1,11 +1,12 @@
-"""``workbench import kilt|wiki18|wikidata5m|qa FILE --db ...``: real knowledge sources and QA sets."""
+"""``workbench import kilt|wiki18|wikidata5m|qa FILE --db ...``: real knowledge sources and QA sets; ``workbench import
+seed-pool --from nq --from hotpotqa``: the seed pool and validation split built from imported training sets."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_db, db_path, existing_db
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +49,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="record malformed records in skipped_lines and go on, instead of stopping")
     add_db(q)
     q.set_defaults(func=_import_qa)
+
+    sp = kinds.add_parser("seed-pool", help="the seed pool and validation split from imported QA training sets",
+                          description="Builds dataset NAME's splits 'seed' (the seed pool) and 'val' from the "
+                                      "imported SOURCE_SPLIT questions of each --from dataset (section 4.1: NQ + "
+                                      "HotpotQA training sets), shuffled by --seed, in one transaction.")
+    sp.add_argument("--from", dest="sources", action="append", required=True, metavar="DATASET",
+                    help="an imported QA dataset (repeatable), e.g. --from nq --from hotpotqa")
+    sp.add_argument("--name", default="nq_hotpotqa",
+                    help="the dataset to build (default nq_hotpotqa: the paper presets' method.seed_dataset/val_dataset)")
+    sp.add_argument("--source-split", default="train", help="the sources' split to draw from (default train)")
+    sp.add_argument("--val", type=int, default=500,
+                    help="validation questions drawn from each source (default 500, ours); the rest is the seed pool")
+    sp.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
+    sp.add_argument("--replace", action="store_true", help="rebuild NAME's seed and val splits when they exist")
+    add_db(sp)
+    sp.set_defaults(func=_import_seed_pool)
 
 
 def memory_limit(value: str | None) -> str | None:
@@ -120,6 +137,21 @@ def _import_qa(args: argparse.Namespace) -> int:
     try:
         result = import_qa(con, args.file, args.name, split=args.split, fmt=args.format, replace=args.replace,
                            append=args.append, skip_bad=args.skip_bad)
+    finally:
+        con.close()
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _import_seed_pool(args: argparse.Namespace) -> int:
+    from workbench import store
+    from workbench.qa_import import build_seed_pool
+
+    con = store.connect(existing_db(args, hint="import the QA training sets first: workbench import qa FILE "
+                                              "--name nq --split train --db PATH"))
+    try:
+        result = build_seed_pool(con, args.sources, name=args.name, source_split=args.source_split, val=args.val,
+                                 seed=args.seed, replace=args.replace)
     finally:
         con.close()
     print(json.dumps(result, indent=2))
