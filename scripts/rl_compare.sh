@@ -23,6 +23,9 @@
 #   e.g. MODEL=data/models/Qwen2.5-3B-Instruct STORE=data/kilt.duckdb DATASET=nq GPUS="0 1 2" \
 #        scripts/rl_compare.sh paper 314 500 172800 "c:coevokg:" "s:search_r1:" "p:ssp:"
 # (each run gets its own copy of STORE: one writer per DuckDB file).
+# ENGINE (hf | vllm | auto) is every run's and evaluation's generation backend; default hf at the
+# smoke and tiny presets (a 5M model gains nothing from vLLM, and several runs sharing a GPU would
+# each reserve vLLM's memory share: LOG.md, session 6), else the preset's rollout.backend.
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)
@@ -40,6 +43,8 @@ export JAX_PLATFORMS=cpu HF_HUB_OFFLINE=1 WORKBENCH_DATA="$S/data" WORKBENCH_RUN
 preset=$1 steps=$2 limit=$3 tmo=$4; shift 4
 wb="$PY -m workbench.cli"
 ds=${DATASET:-tinyworld}
+case $preset in smoke|tiny) engine=${ENGINE:-hf} ;; *) engine=${ENGINE:-} ;; esac
+eng_train=() eng_eval=(); if [ -n "$engine" ]; then eng_train=(--set "rollout.backend=$engine"); eng_eval=(--backend "$engine"); fi
 db="$S/data/_base.duckdb" L="$S/logs"
 if [ -n "${STORE:-}" ]; then
   [ -f "$STORE" ] || { echo "STORE=$STORE: no such store file (expected a workbench DuckDB store)" >&2; exit 2; }
@@ -60,15 +65,15 @@ if [ -z "$base" ]; then
 fi
 echo "base: $base"
 for spec in "$@"; do cp "$db" "$S/data/${spec%%:*}.duckdb"; done  # each run its own store (one writer per file)
-$wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
+$wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
 gpus=(${GPUS:-}); i=0
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done
   if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[$((i++ % ${#gpus[@]}))]}; fi
-  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${from[@]}" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
+  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${from[@]}" "${eng_train[@]}" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
     $wb runs show "$name" --db "$S/data/$name.duckdb" --json > "$L/metrics_$name.json" 2>&1 || true
-    $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
+    $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
 done
 wait
 cat "$OUT/eval_base.txt"
