@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1, help="the generation seed")
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.6])
     ap.add_argument("--examples", type=int, default=0, help="print this many (pattern, question, answer, reason) per run")
+    ap.add_argument("--dump", default="", help="write every (query, question, verdict) as JSON lines here")
     args = ap.parse_args()
     cfg = config.preset(args.preset, **({"method.topology_prompt": args.prompt} if args.prompt else {}))
     con = store.connect(args.store)
@@ -42,8 +43,16 @@ def main() -> None:
         run = eog.admission_counts(views, verdicts)
         run["seconds"] = round(time.time() - t0, 1)
         if args.examples:
-            run["examples"] = [(v.pattern, x.question, x.answer, x.reason) for v, x in zip(views, verdicts)
-                               if True][::max(1, len(views) // args.examples)][:args.examples]
+            run["examples"] = [(v.pattern, x.question, x.answer, x.admitted, x.reason) for v, x in zip(views, verdicts)
+                               ][::max(1, len(views) // args.examples)][:args.examples]
+        if args.dump:
+            with open(args.dump, "a") as f:
+                for v, x in zip(views, verdicts):
+                    f.write(json.dumps({"prompt": cfg.method.topology_prompt, "temperature": temp, "pattern": v.pattern,
+                                        "anchors": v.anchor_titles, "relations": v.relations,
+                                        "witness": list(v.witness_titles), "answers": v.answer_titles,
+                                        "question": x.question, "answer": x.answer, "admitted": x.admitted,
+                                        "reason": x.reason, "scores": x.scores}, ensure_ascii=False) + "\n")
         report["runs"][f"temperature={temp:g}"] = run
     print(json.dumps(report, indent=1, ensure_ascii=False))
 

@@ -186,6 +186,14 @@ LINEARISATION = {
     "pi": (("a1", "y", "x"), (0, 1), ("a2", 2, "x")),
 }
 TOPOLOGY_PROMPTS = ("witness", "query")
+# The chain prompt's instruction (protocol.PROPOSER_INSTRUCTION, which the warm start was taught)
+# made true of a query (ours): the answer is node {x} (or any member of its set, which the gate
+# accepts), and only the answer must not be named, so the anchors may be. On tiny it admits as many
+# as the chain instruction verbatim (31/120 greedy vs 33; LOG.md), and a proposer that reads it (the
+# paper tier decodes its answer freely) is not told to pick any chain entity or hide the anchors.
+WITNESS_INSTRUCTION = ("Write one question from this chain of linked articles. Its answer is entity [{x}]. "
+                       "The question must follow the relations, must not name the answer, and must have one "
+                       "short answer. Write <question> ... </question> <answer> ... </answer>.\n")
 
 
 def render_witness(view: TopologyView, max_chars: int = 300) -> str:
@@ -211,8 +219,9 @@ def render_witness(view: TopologyView, max_chars: int = 300) -> str:
     var = {v: i for i, v in enumerate(topology.VARIABLES[view.pattern])}
     path, rels, branch = LINEARISATION[view.pattern]
     order = [var[v] for v in path]
-    text = protocol.proposer_user_message([view.witness_titles[i] for i in order], [view.relations[r] for r in rels],
-                                          [view.witness_passages[i] for i in order])
+    text = (WITNESS_INSTRUCTION.format(x=path.index("x") + 1) + "Chain:\n"
+            + protocol.render_chain([view.witness_titles[i] for i in order], [view.relations[r] for r in rels],
+                                    [view.witness_passages[i] for i in order], max_chars) + "\n")
     if branch is not None:
         anchor, r, joins = branch
         i = var[anchor]
