@@ -71,9 +71,99 @@ def test_views_carry_the_executed_answer_set(db):
         assert v.anchor_titles == [titles[a] for a in q.anchors]
         assert v.answer_titles == [titles[a] for a in topology.execute(g, q.pattern, q.anchors, q.relations)]
         assert all(v.passages)  # every anchor and answer has a lead passage in TinyWorld
-        prompt = eog.topology_prompts(lambda u: u, [v])[0]
+        prompt = eog.topology_prompts(lambda u: u, [v], prompt="query")[0]
         assert all(t in prompt for t in v.titles) and all(r in prompt for r in v.relations)
+        with pytest.raises(ValueError, match="no witness"):  # views built without the graph
+            eog.topology_prompts(lambda u: u, [v], prompt="witness")
     con.close()
+
+
+def _holds(edges, pattern, grounding, relations):
+    """Brute force: every atom of Table 6's formula holds on the edge set for this grounding."""
+    env = dict(zip(topology.VARIABLES[pattern], grounding))
+    atoms = [a.strip() for a in topology.FORMULAS[pattern].split("∧")]
+    for atom in atoms:
+        rel, args = atom.split("(")
+        s, o = (x.strip() for x in args.rstrip(")").split(","))
+        if (env[s], env[o], relations[int(rel[1:]) - 1]) not in edges:
+            return False
+    return True
+
+
+def test_witness_grounds_every_atom_for_every_answer(db):
+    con = store.connect(db, read_only=True)
+    g = topology.TopologyGraph.from_store(con)
+    edges = set(con.execute("SELECT src, dst, relation FROM edges").fetchall())
+    for p in topology.PATTERNS:
+        queries = topology.sample_queries(g, p, 15, seed=5)
+        assert queries
+        for q in queries:
+            assert topology.witness(g, q) == topology.witness(g, q, q.answers[0])
+            for x in q.answers:
+                w = topology.witness(g, q, x)
+                assert w[:len(q.anchors)] == q.anchors and w[-1] == x
+                assert _holds(edges, p, w, q.relations), (q, w)
+        non_member = next(e for e in g.node_ids.tolist() if e not in q.answers)
+        with pytest.raises(ValueError, match="answer"):
+            topology.witness(g, q, non_member)
+    con.close()
+
+
+def _witness_view(pattern):
+    names = {"a": "Ann", "a1": "Ann", "a2": "Bo", "y": "Yale", "y1": "Yale", "y2": "Yew", "x": "Rome"}
+    rels = [f"rel{i + 1}" for i in range(topology.N_RELATIONS[pattern])]
+    variables = topology.VARIABLES[pattern]
+    n_anchors = topology.N_ANCHORS[pattern]
+    titles = [names[v] for v in variables]
+    return eog.TopologyView(-1, pattern, list(range(n_anchors)) + [99], titles[:n_anchors] + ["Rome"], rels,
+                            [f"{t} text." for t in titles[:n_anchors]] + ["Rome text."], pattern=pattern,
+                            n_anchors=n_anchors, witness=tuple(range(len(variables))), witness_titles=tuple(titles),
+                            witness_passages=tuple(f"{t} text." for t in titles))
+
+
+# The chain each pattern linearises to (eog.LINEARISATION): (node, relation to the next) lines.
+WITNESS_CHAINS = {
+    "1p": "[1] Ann: Ann text.\n    --rel1-->\n[2] Rome: Rome text.",
+    "2p": "[1] Ann: Ann text.\n    --rel1-->\n[2] Yale: Yale text.\n    --rel2-->\n[3] Rome: Rome text.",
+    "3p": ("[1] Ann: Ann text.\n    --rel1-->\n[2] Yale: Yale text.\n    --rel2-->\n[3] Yew: Yew text.\n"
+           "    --rel3-->\n[4] Rome: Rome text."),
+    "2i": "[1] Ann: Ann text.\n    --rel1-->\n[2] Rome: Rome text.\n[3] Bo: Bo text.\n    --rel2--> [2]",
+    "ip": ("[1] Ann: Ann text.\n    --rel1-->\n[2] Yale: Yale text.\n    --rel3-->\n[3] Rome: Rome text.\n"
+           "[4] Bo: Bo text.\n    --rel2--> [2]"),
+    "pi": ("[1] Ann: Ann text.\n    --rel1-->\n[2] Yale: Yale text.\n    --rel2-->\n[3] Rome: Rome text.\n"
+           "[4] Bo: Bo text.\n    --rel3--> [3]"),
+}
+
+
+@pytest.mark.parametrize("pattern", topology.PATTERNS)
+def test_witness_prompt_renders_each_pattern_as_a_chain(pattern):
+    v = _witness_view(pattern)
+    text = eog.render_witness(v)
+    assert text == eog.render_witness(_witness_view(pattern))  # deterministic
+    head, _, chain = text.partition("Chain:\n")
+    assert head == eog.WITNESS_INSTRUCTION.format(x=eog.LINEARISATION[pattern][0].index("x") + 1)
+    assert chain.strip() == WITNESS_CHAINS[pattern]
+    assert eog.topology_prompts(lambda u: "<u>" + u, [v], 2) == ["<u>" + text] * 2
+
+
+def test_witness_prompt_from_the_store_is_deterministic(db):
+    con = store.connect(db, read_only=True)
+    views = eog.sample_views(con, per_pattern=3, seed=2)
+    again = eog.sample_views(con, per_pattern=3, seed=2)
+    con.close()
+    assert eog.topology_prompts(lambda u: u, views) == eog.topology_prompts(lambda u: u, again)
+    for v, prompt in zip(views, eog.topology_prompts(lambda u: u, views)):
+        assert v.witness_titles[-1] == v.answer_titles[0]  # the witness derives the first answer
+        assert all(t in prompt for t in v.witness_titles) and all(r in prompt for r in v.relations)
+
+
+def test_topology_prompt_config_is_checked():
+    assert preset("tiny").method.topology_prompt == "witness"
+    assert preset("tiny", **{"method.topology_prompt": "query"}).method.topology_prompt == "query"
+    with pytest.raises(ValueError, match="method.topology_prompt"):
+        preset("tiny", **{"method.topology_prompt": "chain"})
+    with pytest.raises(ValueError, match="method.topology_prompt"):
+        eog.topology_prompts(lambda u: u, [_witness_view("1p")], prompt="chain")
 
 
 def test_patterns_config_is_checked():

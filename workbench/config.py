@@ -153,6 +153,7 @@ class MethodConfig:
     extractor_max_new_tokens: int = 128  # ours: the LLM path extractor's reply budget
     topology_patterns: str = "1p,2p,3p,2i,ip,pi"  # EoG (seed 004, Table 6): the patterns a kg_topology task is drawn from, uniformly (ours)
     topology_max_answers: int = 20  # EoG: largest complete answer set of a task; ours (= kg.topology.MAX_ANSWERS)
+    topology_prompt: str = "witness"  # ours: EoG's proposer prompt, witness (the query's witness path in the chain prompt's format; the warm start was taught that) | query (the query's skeleton)
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,7 @@ RULES: dict[str, tuple] = {
     "method.warmup_steps": (_at_least(0), "an integer >= 0"),
     "method.val_questions": (_at_least(0), "an integer >= 0"),
     "method.topology_max_answers": (_at_least(1), "an integer >= 1"),
+    "method.topology_prompt": (_one_of("witness", "query"), "one of ['witness', 'query']"),
     **{f"method.{k}": (_within(0, 1), "a number in [0, 1]")
        for k in ("gate_threshold", "p_start", "p_end", "discount")},
     "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),

@@ -249,6 +249,60 @@ def execute(graph: TopologyGraph, pattern: str, anchors, relations) -> np.ndarra
     return graph.node_ids[nodes]
 
 
+# The variables of each pattern in the order :func:`witness` grounds them (Table 6's names).
+VARIABLES = {"1p": ("a", "x"), "2p": ("a", "y", "x"), "3p": ("a", "y1", "y2", "x"), "2i": ("a1", "a2", "x"),
+             "ip": ("a1", "a2", "y", "x"), "pi": ("a1", "a2", "y", "x")}
+
+
+def _first(*sets: np.ndarray) -> int:
+    common = sets[0]
+    for s in sets[1:]:
+        common = np.intersect1d(common, s, assume_unique=True)
+    if len(common) == 0:
+        raise ValueError("answer: not a member of the query's answer set")
+    return int(common[0])
+
+
+def witness(graph: TopologyGraph, query: Query, answer: int | None = None) -> tuple[int, ...]:
+    """One grounding of every variable of ``query`` (:data:`VARIABLES` order, store entity ids)
+    that derives ``answer`` (default: the smallest member of the answer set); where several
+    intermediates y derive it, the smallest node index (ours: any witness proves membership, and
+    the smallest is deterministic). Raises ValueError when ``answer`` is not in the answer set.
+
+    Example:
+        >>> g = TopologyGraph.from_csr(CSRGraph.from_edges([0, 0, 1, 2], [1, 2, 3, 3], [0, 0, 1, 1], 4,
+        ...                                                labels=("r", "s"), node_ids=[10, 11, 12, 13]))
+        >>> witness(g, Query("2p", (10,), ("r", "s"), (13,)))
+        (10, 11, 13)
+    """
+    _check(query.pattern, query.anchors, query.relations)
+    x = query.answers[0] if answer is None else int(answer)
+    a = [np.array([graph.node(int(e))], dtype=np.int64) for e in query.anchors]
+    r = [graph.rel(label) for label in query.relations]
+    xn = np.array([graph.node(x)], dtype=np.int64)
+    if xn[0] < 0 or a and min(int(n[0]) for n in a) < 0:
+        raise ValueError("query: an anchor or the answer is not in the graph")
+    p = query.pattern
+    if p == "1p":
+        mid: list[int] = []
+        _first(follow(graph, a[0], r[0]), xn)
+    elif p == "2p":
+        mid = [_first(follow(graph, a[0], r[0]), follow(graph, xn, r[1], reverse=True))]
+    elif p == "3p":
+        y1s = follow(graph, a[0], r[0])
+        y2 = _first(follow(graph, y1s, r[1]), follow(graph, xn, r[2], reverse=True))
+        mid = [_first(y1s, follow(graph, np.array([y2]), r[1], reverse=True)), y2]
+    elif p == "2i":
+        mid = []
+        _first(follow(graph, a[0], r[0]), follow(graph, a[1], r[1]), xn)
+    elif p == "ip":
+        mid = [_first(follow(graph, a[0], r[0]), follow(graph, a[1], r[1]), follow(graph, xn, r[2], reverse=True))]
+    else:  # pi
+        mid = [_first(follow(graph, a[0], r[0]), follow(graph, xn, r[1], reverse=True))]
+        _first(follow(graph, a[1], r[2]), xn)
+    return (*query.anchors, *(int(graph.node_ids[n]) for n in mid), x)
+
+
 # One statement per pattern over the distinct labelled edges; parameters in ``_SQL_PARAMS`` order.
 _E = "(SELECT DISTINCT src, dst, relation FROM edges)"
 _SQL = {

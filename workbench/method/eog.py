@@ -59,6 +59,11 @@ class TopologyView(ChainView):
 
     pattern: str = ""
     n_anchors: int = 0
+    # One grounding of every variable (kg.topology.VARIABLES order) deriving the first answer, with
+    # titles and first passages: what the witness prompt renders (empty when built without a graph).
+    witness: tuple = ()
+    witness_titles: tuple = ()
+    witness_passages: tuple = ()
 
     @property
     def anchor_titles(self) -> list[str]:
@@ -117,9 +122,11 @@ def draw_queries(graph: topology.TopologyGraph, patterns: Sequence[str], n: int,
     return out
 
 
-def topology_views(con, queries: Sequence[topology.Query], titles: dict[int, str]) -> list[TopologyView]:
+def topology_views(con, queries: Sequence[topology.Query], titles: dict[int, str],
+                   graph: topology.TopologyGraph | None = None) -> list[TopologyView]:
     """One :class:`TopologyView` per query, with each entity's first passage (the proposer reads
-    the anchors' and answers' lead text, as the chain prompt reads its nodes').
+    the anchors' and answers' lead text, as the chain prompt reads its nodes'); with ``graph``,
+    each view carries a witness of its first answer (``topology.witness``) for the witness prompt.
 
     Example:
         >>> from workbench import store
@@ -128,16 +135,19 @@ def topology_views(con, queries: Sequence[topology.Query], titles: dict[int, str
         >>> topology_views(con, [q], {1: "Ann", 2: "Rome"})[0].titles
         ['Ann', 'Rome']
     """
-    ids = sorted({e for q in queries for e in (*q.anchors, *q.answers)})
+    witnesses = [topology.witness(graph, q) for q in queries] if graph is not None else [()] * len(queries)
+    ids = sorted({e for q, w in zip(queries, witnesses) for e in (*q.anchors, *q.answers, *w)})
     first = dict(con.execute(
         "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
         "GROUP BY entity_id", [ids]).fetchall()) if ids else {}
     views = []
-    for q in queries:
+    for q, w in zip(queries, witnesses):
         ents = [*q.anchors, *q.answers]
         views.append(TopologyView(-1, f"{q.pattern}:{','.join(map(str, q.anchors))}:{'|'.join(q.relations)}",
                                   ents, [titles[e] for e in ents], list(q.relations), [first.get(e, "") for e in ents],
-                                  pattern=q.pattern, n_anchors=len(q.anchors)))
+                                  pattern=q.pattern, n_anchors=len(q.anchors), witness=tuple(w),
+                                  witness_titles=tuple(titles[e] for e in w),
+                                  witness_passages=tuple(first.get(e, "") for e in w)))
     return views
 
 
@@ -162,18 +172,82 @@ def render_query(view: TopologyView, max_chars: int = 300) -> str:
     return "\n".join(lines)
 
 
-def topology_prompts(policy_chat_prompt: Callable[[str], str], views: Sequence[TopologyView], m: int = 1) -> list[str]:
+# Ours (EoG gives its proposer the query, not a chain): how the witness prompt linearises a
+# pattern. The main path is the longest anchor-to-answer path of Table 6's formula, as
+# (variables in order, the relation index of each link); the other anchor's relation, if any, is
+# one joining branch (anchor variable, relation index, the variable it joins), rendered after the
+# path as a numbered node with an arrow to the node it joins.
+LINEARISATION = {
+    "1p": (("a", "x"), (0,), None),
+    "2p": (("a", "y", "x"), (0, 1), None),
+    "3p": (("a", "y1", "y2", "x"), (0, 1, 2), None),
+    "2i": (("a1", "x"), (0,), ("a2", 1, "x")),
+    "ip": (("a1", "y", "x"), (0, 2), ("a2", 1, "y")),
+    "pi": (("a1", "y", "x"), (0, 1), ("a2", 2, "x")),
+}
+TOPOLOGY_PROMPTS = ("witness", "query")
+# The chain prompt's instruction (protocol.PROPOSER_INSTRUCTION, which the warm start was taught)
+# made true of a query (ours): the answer is node {x} (or any member of its set, which the gate
+# accepts), and only the answer must not be named, so the anchors may be. On tiny it admits as many
+# as the chain instruction verbatim (31/120 greedy vs 33; LOG.md), and a proposer that reads it (the
+# paper tier decodes its answer freely) is not told to pick any chain entity or hide the anchors.
+WITNESS_INSTRUCTION = ("Write one question from this chain of linked articles. Its answer is entity [{x}]. "
+                       "The question must follow the relations, must not name the answer, and must have one "
+                       "short answer. Write <question> ... </question> <answer> ... </answer>.\n")
+
+
+def render_witness(view: TopologyView, max_chars: int = 300) -> str:
+    """The query as a chain in the chain prompt's format (``protocol.proposer_user_message``, what
+    the warm start's proposer demonstrations teach): the witness of its first answer along the
+    main path of :data:`LINEARISATION`, then the joining branch of an intersection as
+    ``[k] a2: passage`` and ``    --r--> [j]``, j the node it joins (ours).
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2, 3], ["Ann", "Bo", "Rome"], ["born in", "lives in"], ["", "", ""],
+        ...                  pattern="2i", n_anchors=2, witness=(1, 2, 3), witness_titles=("Ann", "Bo", "Rome"),
+        ...                  witness_passages=("Ann is an author.", "Bo is a poet.", "Rome is a city."))
+        >>> print(render_witness(v).partition("Chain:")[2].strip())
+        [1] Ann: Ann is an author.
+            --born in-->
+        [2] Rome: Rome is a city.
+        [3] Bo: Bo is a poet.
+            --lives in--> [2]
+    """
+    if len(view.witness) != len(topology.VARIABLES[view.pattern]):
+        raise ValueError(f"view {view.hash!r}: no witness (build views with topology_views(..., graph=...)) "
+                         "for method.topology_prompt = 'witness'")
+    var = {v: i for i, v in enumerate(topology.VARIABLES[view.pattern])}
+    path, rels, branch = LINEARISATION[view.pattern]
+    order = [var[v] for v in path]
+    text = (WITNESS_INSTRUCTION.format(x=path.index("x") + 1) + "Chain:\n"
+            + protocol.render_chain([view.witness_titles[i] for i in order], [view.relations[r] for r in rels],
+                                    [view.witness_passages[i] for i in order], max_chars) + "\n")
+    if branch is not None:
+        anchor, r, joins = branch
+        i = var[anchor]
+        text += (f"[{len(path) + 1}] {view.witness_titles[i]}: {view.witness_passages[i][:max_chars]}\n"
+                 f"    --{view.relations[r]}--> [{path.index(joins) + 1}]\n")
+    return text
+
+
+def topology_prompts(policy_chat_prompt: Callable[[str], str], views: Sequence[TopologyView], m: int = 1,
+                     prompt: str = "witness") -> list[str]:
     """One proposer prompt per query, repeated ``m`` times (query-major), through the chat format.
+    ``prompt`` is ``method.topology_prompt``: 'witness' (:func:`render_witness`, the chain format)
+    or 'query' (:data:`TOPOLOGY_INSTRUCTION` and :func:`render_query`, the skeleton).
 
     Example:
         >>> v = TopologyView(-1, "", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""], pattern="1p", n_anchors=1)
-        >>> topology_prompts(lambda u: u, [v], 2)[1].startswith("Write one question from this logical query")
+        >>> topology_prompts(lambda u: u, [v], 2, prompt="query")[1].startswith("Write one question from this logical query")
         True
     """
     if m < 1:
         raise ValueError(f"m (candidates per query) must be >= 1, got {m!r}")
-    return [policy_chat_prompt(TOPOLOGY_INSTRUCTION + "Query:\n" + render_query(v) + "\n")
-            for v in views for _ in range(m)]
+    if prompt not in TOPOLOGY_PROMPTS:
+        raise ValueError(f"method.topology_prompt: expected one of {list(TOPOLOGY_PROMPTS)}, got {prompt!r}")
+    render = (lambda v: render_witness(v)) if prompt == "witness" else (
+        lambda v: TOPOLOGY_INSTRUCTION + "Query:\n" + render_query(v) + "\n")
+    return [policy_chat_prompt(render(v)) for v in views for _ in range(m)]
 
 
 def topology_choices(views: Sequence[TopologyView], m: int) -> Choices:
@@ -325,21 +399,42 @@ def sample_views(con, per_pattern: int = 1, seed: int = 0, patterns: Sequence[st
     graph = topology.TopologyGraph.from_store(con)
     titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
     queries = [q for p in patterns for q in topology.sample_queries(graph, p, per_pattern, seed=seed, max_answers=max_answers)]
-    return topology_views(con, queries, titles)
+    return topology_views(con, queries, titles, graph)
 
 
 def write_questions(policy, views: Sequence[TopologyView], cfg, seed: int = 0, temperature: float = 0.0) -> list[Verdict]:
-    """The proposer (``policy``) writes one question per query, as a round does (the topology
-    prompt, ``method.proposer_answer_choices``, ``cfg.method``'s gate threshold), greedily by
+    """The proposer (``policy``) writes one question per query, as a round does (the prompt of
+    ``method.topology_prompt``, ``method.proposer_answer_choices``, ``cfg.method``'s gate threshold), greedily by
     default; returns the gate's verdict on each (question, answer, admitted, reason).
 
     Example:
         >>> # verdicts = write_questions(Policy.load(base), sample_views(con), config.preset("tiny"))
     """
     m = cfg.method
-    prompts = topology_prompts(policy.chat_prompt, views, 1)
+    prompts = topology_prompts(policy.chat_prompt, views, 1, m.topology_prompt)
     choices = topology_choices(views, 1) if m.proposer_answer_choices else None
     gens = policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=temperature,
                            top_p=cfg.rollout.top_p, stop=(protocol.ANSWER_CLOSE,), seed=seed, choices=choices)
     return [topology_gate(v, [protocol.parse_candidate(g.text)], TopologyVerifier(), m.gate_threshold, 1,
                           m.gate_aggregation)[0] for v, g in zip(views, gens)]
+
+
+def admission_counts(views: Sequence[TopologyView], verdicts: Sequence[Verdict]) -> dict:
+    """The gate's outcomes per pattern (:func:`write_questions`' verdicts): per pattern a count of
+    'admitted' and of each rejection's kind (the reason up to its ':', e.g. 'weak', 'leak',
+    'extraction failed'), plus the totals over patterns under 'all'.
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""], pattern="1p", n_anchors=1)
+        >>> admission_counts([v, v], [Verdict(0, "q", "a", True, admitted=True),
+        ...                           Verdict(0, None, None, False, reason="extraction failed")])
+        {'1p': {'admitted': 1, 'extraction failed': 1}, 'all': {'admitted': 1, 'extraction failed': 1}}
+    """
+    if len(views) != len(verdicts):
+        raise ValueError(f"verdicts: expected one per view ({len(views)}), got {len(verdicts)}")
+    per: dict[str, Counter] = {}
+    for v, x in zip(views, verdicts):
+        per.setdefault(v.pattern, Counter())["admitted" if x.admitted else x.reason.split(":")[0]] += 1
+    out = {p: dict(sorted(per[p].items())) for p in topology.PATTERNS if p in per}
+    out["all"] = dict(sorted(sum(per.values(), Counter()).items()))
+    return out

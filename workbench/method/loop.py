@@ -372,7 +372,7 @@ class Trainer:
                 self._topology_graph = eog.topology.TopologyGraph.from_store(self.con)
             queries = eog.draw_queries(self._topology_graph, self.patterns, m.chains_per_round, self.seed_for(t, 1),
                                        m.topology_max_answers)
-            return eog.topology_views(self.con, queries, self.titles)
+            return eog.topology_views(self.con, queries, self.titles, self._topology_graph)
         if self.spec.task_source == "kg_chains":
             return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self.seed_for(t, 1),
                                                         run=self.pool_run, round=t,
@@ -398,8 +398,8 @@ class Trainer:
             return [], self._seed_slots(t, n_slots)
         chains = self._task_chains(t)
         queries = self.spec.task_source == "kg_topology"
-        prompts = (eog.topology_prompts if queries else proposer_prompts)(self.policy.chat_prompt, chains,
-                                                                         m.candidates_per_chain)
+        prompts = (eog.topology_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain, m.topology_prompt)
+                   if queries else proposer_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain))
         choices = ((eog.topology_choices if queries else answer_choices)(chains, m.candidates_per_chain)
                    if m.proposer_answer_choices else None)
         gens = self.policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=r.temperature,
