@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from test_evaluate import _store_with_questions, tiny_model_dir  # noqa: F401 (fixture)
 from test_rollout import EASY, HARD, _kw, con, policy, tool  # noqa: F401 (fixtures)
 from workbench import store
@@ -19,13 +17,13 @@ from workbench.search.server import running_server
 from workbench.search.tool import SearchTool
 
 
-def test_make_retriever_follows_search_url(con):
+def test_make_retriever_follows_search_url(con):  # noqa: F811 (the imported fixture)
     assert isinstance(make_retriever(con, preset("smoke").search), SearchTool)
     remote = make_retriever(con, preset("smoke", **{"search.url": "http://127.0.0.1:9"}).search)
     assert isinstance(remote, RemoteRetriever) and remote.url == "http://127.0.0.1:9/retrieve"
 
 
-def test_rollouts_through_the_server_equal_local_ones_entity_ids_included(policy, tool):
+def test_rollouts_through_the_server_equal_local_ones_entity_ids_included(policy, tool):  # noqa: F811
     local = rollout(policy, tool, [EASY, HARD], 2, temperature=0, **_kw())
     with running_server(tool) as url:
         remote_tool = make_retriever(None, preset("smoke", **{"search.url": url.removesuffix("/retrieve"),
@@ -48,7 +46,7 @@ def test_eval_takes_set_overrides(tmp_path, tiny_model_dir, capsys):  # noqa: F8
     base = ["eval", "--db", db, "--model", str(tiny_model_dir), "--dataset", "tinyworld", "--preset", "smoke"]
     assert main(base + ["--set", "rollout.max_turns=1"]) == 0
     eval_id = capsys.readouterr().out.strip().splitlines()[-1]
-    con = store.connect(db, read_only=True)
+    con = store.connect(db, read_only=True)  # noqa: F811
     assert (outcomes(con, eval_id).turns == 1).all()  # smoke allows 4: the override reached the rollouts
     con.close()
     assert main(base + ["--set", "rollout.max_turns=0"]) == 2

@@ -35,8 +35,6 @@ def test_rl_compare_starts_every_run_from_model_and_copies_store(tmp_path):
     """MODEL is the base of each run and the base row (no warm start is made); STORE is copied
     instead of a new world. The model here is a smoke warm start stripped of its workbench.json,
     so it reads as a model of the user's (labelled by its folder name)."""
-    import shutil
-
     env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES", "DATASET")}
     wb = [sys.executable, "-m", "workbench.cli"]
     prep = {**env, "WORKBENCH_DATA": str(tmp_path / "prep")}

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from workbench.kg import topology
-from workbench.method.gate import DIMENSIONS, STOPWORDS, WH_WORDS, Verdict, _names, quality
+from workbench.method.gate import DIMENSIONS, STOPWORDS, WH_WORDS, Verdict, _names, gate
 from workbench.method.memory import ChainView
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
@@ -339,26 +339,7 @@ def topology_gate(view: TopologyView, candidates: Sequence[tuple[str, str] | Non
     """Eq. 6's gate on the M candidates of one query: :func:`filter_topology_candidate`, then the
     verifier's Q (:func:`gate.quality`); the top k with Q >= threshold (and Q > 0) are admitted,
     ties by candidate order (as ``gate.gate``)."""
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0, got {top_k!r}")
-    verdicts: list[Verdict | None] = []
-    survivors = []
-    for i, cand in enumerate(candidates):
-        rejected = filter_topology_candidate(view, cand)
-        verdicts.append(None if rejected is None else replace(rejected, index=i))
-        if rejected is None:
-            survivors.append(i)
-    judged = verifier.judge(view, [(candidates[i][0].strip(), candidates[i][1].strip()) for i in survivors])
-    if len(judged) != len(survivors):
-        raise ValueError(f"verifier returned {len(judged)} verdicts for {len(survivors)} candidates")
-    for i, v in zip(survivors, judged):
-        verdicts[i] = replace(v, index=i, q=quality(v, aggregation), admitted=False)
-    ranked = sorted((v for v in verdicts if v.extracted and v.q >= threshold and v.q > 0), key=lambda v: (-v.q, v.index))
-    for v in ranked:
-        v.passed = True
-    for v in ranked[:top_k]:
-        v.admitted = True
-    return verdicts
+    return gate(view, candidates, verifier, threshold, top_k, aggregation, prefilter=filter_topology_candidate)
 
 
 def curriculum_metrics(tasks) -> dict:

@@ -302,19 +302,22 @@ def parse_verdicts(text: str, candidates: Sequence[tuple[str, str]]) -> list[Ver
 
 def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier, threshold: float,
          top_k: int, aggregation: str = "geometric_mean", allow_topic: bool = False,
-         leak_filter: bool = True) -> list[Verdict]:
+         leak_filter: bool = True, prefilter=None) -> list[Verdict]:
     """Eq. 6 on all M candidates of one chain; the top k with Q >= threshold are admitted.
 
     Returns one Verdict per candidate, in input order (``index`` = position). Ties in Q are broken
     by candidate order, so the gate is deterministic given the verifier. A candidate with Q = 0 (a
-    leak, a dimension at 0) is never admitted, even at threshold 0.
+    leak, a dimension at 0) is never admitted, even at threshold 0. ``prefilter(chain, candidate)``
+    (a rejecting Verdict or None) replaces :func:`filter_candidate`'s deterministic checks (EoG's
+    topology gate passes its own).
     """
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0, got {top_k!r}")
     verdicts: list[Verdict | None] = []
     survivors: list[int] = []
     for i, cand in enumerate(candidates):
-        rejected = filter_candidate(chain, cand, allow_topic, leak_filter)
+        rejected = (prefilter(chain, cand) if prefilter is not None
+                    else filter_candidate(chain, cand, allow_topic, leak_filter))
         verdicts.append(None if rejected is None else replace(rejected, index=i))
         if rejected is None:
             survivors.append(i)

@@ -217,9 +217,9 @@ class Encoder:
         return self._encode(texts, "passage: ")
 
 
-def exact_topk(matrix: "torch.Tensor", queries: "torch.Tensor", k: int, chunk: int = 1 << 21):
-    """Exact inner-product top-``k`` of each query against ``matrix``'s rows, on their device:
-    (rows, scores) as numpy arrays, scores descending. The matrix is scored in chunks of ``chunk``
+def exact_topk(matrix, queries, k: int, chunk: int = 1 << 21):
+    """Exact inner-product top-``k`` of each query (torch tensors) against ``matrix``'s rows, on
+    the matrix's device: (rows, scores) as numpy arrays, scores descending. The matrix is scored in chunks of ``chunk``
     rows (a batch of 256 queries against 2M rows holds 2 GiB of float32 scores), each chunk's top-k
     merged into the running top-k. What ``DenseIndex`` does on a GPU instead of FAISS's CPU scan.
 
