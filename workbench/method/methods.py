@@ -4,8 +4,10 @@ Under a matched budget every method gets the same question slots per round, G ro
 and one optimiser step per round; they differ only in the fields below.
 
 Example:
-    >>> sorted(METHODS)
+    >>> sorted(m for m in METHODS if not m.startswith("drfree"))
     ['c1', 'c2', 'coevokg', 'search_r1', 'ssp']
+    >>> method_spec("Dr. Free").proposer_reward, method_spec("drfree").solver_reward
+    ('dr_free', 'exact_match')
     >>> method_spec("coevokg").write_back
     True
 """
@@ -42,6 +44,17 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
     MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
     MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),
+    # Dr. Free (seed 002) and its Table 2 rows: questions from KG chains through the same gate, the
+    # solver on the outcome reward (its GRPO/HRPO reward is answer EM), no write-back. Table 3's
+    # leave-one-shortcut-out rows are `--set method.proposer_reward=dr_free_wo_<type>` on `drfree`.
+    # Table 2's "w/o KG" row (Dr. Zero-style proposer-side search) has no row: the workbench's
+    # proposer does not search.
+    MethodSpec("drfree", "kg_chains", "exact_match", "dr_free", False, "Dr. Free"),
+    MethodSpec("drfree_difficulty", "kg_chains", "exact_match", "dr_zero", False, "Dr. Free: difficulty only"),
+    MethodSpec("drfree_ig_difficulty", "kg_chains", "exact_match", "dr_free_plus_dr_zero", False,
+               "Dr. Free: IG + difficulty"),
+    MethodSpec("drfree_no_proposer_training", "kg_chains", "exact_match", None, False,
+               "Dr. Free: w/o proposer training"),
 )}
 
 
@@ -52,7 +65,8 @@ def method_name(name: str) -> str:
         >>> method_name("Search-R1"), method_name("coevokg")
         ('search_r1', 'coevokg')
     """
-    return str(name).strip().lower().replace("-", "_")
+    key = str(name).strip().lower().replace("-", "_")
+    return "drfree" if key in ("dr._free", "dr_free", "dr. free", "dr.free") else key
 
 
 def method_spec(name: str) -> MethodSpec:
