@@ -39,7 +39,8 @@ def _candidates(con, n: int, seed: int) -> list[tuple]:
 def bench_drfree(db: str | None = None, preset: str = "smoke", candidates: int = 16, model: str | None = None,
                  seed: int = 0) -> dict:
     """Seconds to score ``candidates`` candidates three ways (module docstring) on the preset's warm
-    start (or ``model``) and store ``db`` (default: the preset's world built in memory), and the
+    start (or ``model``) and store ``db`` (a path or an open connection; default: the preset's world
+    built in memory), and the
     ratios against the difficulty reward's rollouts measured in the same run."""
     import torch
 
@@ -56,7 +57,8 @@ def bench_drfree(db: str | None = None, preset: str = "smoke", candidates: int =
     if candidates < 1:
         raise ValueError(f"--candidates: expected a number >= 1, got {candidates}")
     cfg = get_preset(preset)
-    con = store.connect(db or ":memory:")
+    own = not hasattr(db, "execute")  # a path (or None: in memory), else an open connection
+    con = store.connect(db or ":memory:") if own else db
     try:
         if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
             build_world(con, preset=preset, seed=cfg.world.seed)
@@ -78,7 +80,8 @@ def bench_drfree(db: str | None = None, preset: str = "smoke", candidates: int =
                                max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens, seed=seed)
         t3 = time.perf_counter()
     finally:
-        con.close()
+        if own:
+            con.close()
     agree = max(abs(a["gain"] - b["gain"]) for a, b in zip(batched, single))
     return {"preset": preset, "candidates": candidates, "group_size": m.group_size, "model": str(model or "warm start"),
             "info_gain_batched_s": round(t1 - t0, 4), "info_gain_per_candidate_s": round(t2 - t1, 4),
