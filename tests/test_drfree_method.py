@@ -151,3 +151,15 @@ def test_without_proposer_training_no_candidate_is_rewarded(tmp_path, forced_gat
     con.close()
     assert rows[0]["admitted_rate"] > 0 and rows[0]["proposer_reward"] == 0.0
     assert all(r is None for r in rewards)
+
+
+def test_bench_drfree_times_both_in_one_run(tmp_path):
+    from workbench.method.bench_drfree import bench_drfree
+
+    r = bench_drfree(str(tmp_path / "b.duckdb"), preset="smoke", candidates=2)
+    assert r["candidates"] == 2 and r["group_size"] == preset("smoke").method.group_size
+    assert r["speedup_batched_vs_difficulty"] == pytest.approx(r["difficulty_rollouts_s"] / r["info_gain_batched_s"],
+                                                               rel=0.02)
+    assert r["max_gain_difference_batched_vs_single"] < 1e-3 and r["rollout_tokens"] > 0
+    with pytest.raises(ValueError, match="--candidates"):
+        bench_drfree(preset="smoke", candidates=0)

@@ -82,5 +82,8 @@ def test_audit_of_a_smoke_run(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "closed_book" in out and "single_component" in out and "judge:" in out
     assert (tmp_path / "figures" / "audit_shortcuts.html").exists()
+    # a run in another store (rl_compare.sh gives each run its own): RUN@STORE, no --db needed
+    assert main(["audit", "shortcuts", "--run", f"df@{db}", "--n", "3", "--preset", "smoke", "--figure", ""]) == 0
+    assert "df" in capsys.readouterr().out
     assert main(["audit", "shortcuts", "--db", db, "--run", "nope", "--judge", str(run_dir("df") / "best"),
                  "--preset", "smoke"]) == 2

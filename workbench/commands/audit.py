@@ -17,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "match with the gold counts), with Wilson 95%% intervals and one-sided Fisher exact tests "
                     "between runs. One judge for every run.")
     add_db(p)
-    p.add_argument("--run", action="append", required=True, help="a run whose generated questions to audit "
-                   "(repeat to compare runs; Fisher tests compare each pair)")
+    p.add_argument("--run", action="append", required=True, help="a run whose generated questions to audit, in "
+                   "--db, or RUN@STORE for a run in another store (repeat to compare runs; Fisher tests compare "
+                   "each pair)")
     p.add_argument("--n", type=int, default=100, help="questions per run (default 100, as the paper)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--judge", default=None, help="judge model (default: the first run's best checkpoint)")
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_shortcuts(args: argparse.Namespace) -> int:
     from workbench.method.shortcut_audit import audit_store
 
-    out = audit_store(existing_db(args), args.run, n=args.n, seed=args.seed, judge=args.judge, preset=args.preset)
+    db = existing_db(args) if any("@" not in r for r in args.run) else None  # RUN@STORE names its own store
+    out = audit_store(db, args.run, n=args.n, seed=args.seed, judge=args.judge, preset=args.preset)
     shares = out["shares"].copy()
     for col in ("share", "lo", "hi"):
         shares[col] = (100 * shares[col]).round(1)

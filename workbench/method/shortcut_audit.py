@@ -146,17 +146,6 @@ def summarize(per_run: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFr
     return shares, pd.DataFrame(tests, columns=["run", "vs", "shortcut", "p_less"])
 
 
-def run_audit(con, runs: Sequence[str], policy, search, n: int = 100, seed: int = 0) -> dict:
-    """The audit of ``runs`` (each its ``n`` sampled generated questions) with one ``policy`` as the
-    judge of every run (a common judge keeps the methods comparable). Returns ``per_question``
-    ({run: DataFrame}), ``shares`` and ``tests`` (see :func:`summarize`)."""
-    if not runs:
-        raise ValueError("--run: name at least one run")
-    per_run = {run: audit_questions(policy, generated_questions(con, run, n, seed), search) for run in runs}
-    shares, tests = summarize(per_run)
-    return {"per_question": per_run, "shares": shares, "tests": tests}
-
-
 def default_judge(run: str):
     """The judge model of an audit led by ``run``: its best-validation checkpoint (``runs/RUN/best``)."""
     from workbench.method.train import run_dir
@@ -167,10 +156,23 @@ def default_judge(run: str):
     return best
 
 
+def split_run(spec: str, db) -> tuple[str, object]:
+    """``RUN`` (in the store ``db``) or ``RUN@STORE`` (a run in another store, as
+    ``scripts/rl_compare.sh`` gives each run its own) as (run, store).
+
+    Example:
+        >>> split_run("d0@/tmp/s/d0.duckdb", "data/tiny.duckdb"), split_run("drfree", "x.duckdb")
+        (('d0', '/tmp/s/d0.duckdb'), ('drfree', 'x.duckdb'))
+    """
+    run, sep, where = str(spec).rpartition("@")
+    return (run, where) if sep and run else (str(spec), db)
+
+
 def audit_store(db, runs: Sequence[str], n: int = 100, seed: int = 0, judge=None, preset: str = "tiny") -> dict:
-    """:func:`run_audit` on the store ``db`` (a path or an open connection) with the judge model
-    ``judge`` (default: the first run's best checkpoint, the current solver at the tiny tier) and
-    the preset's training retriever for the one-shot shortcut.
+    """The audit of ``runs`` (each its ``n`` sampled generated questions) (``RUN`` in the store ``db``, a path or an open connection, or
+    ``RUN@STORE``: :func:`split_run`) with one judge model ``judge`` (default: the first run's best
+    checkpoint, the current solver at the tiny tier) and the preset's training retriever for the
+    one-shot shortcut.
 
     Example:
         >>> # audit_store("data/tiny.duckdb", ["drfree", "coevokg"], n=100)["shares"]
@@ -182,15 +184,21 @@ def audit_store(db, runs: Sequence[str], n: int = 100, seed: int = 0, judge=None
 
     if n < 1:
         raise ValueError(f"--n: expected a number of questions >= 1, got {n}")
+    if not runs:
+        raise ValueError("--run: name at least one run")
     cfg = get_preset(preset)
-    own = not hasattr(db, "execute")
-    con = store.connect(db, read_only=True) if own else db
-    try:
-        policy = Policy.load(judge or default_judge(runs[0]))
-        search = SearchTool(con, index=cfg.search.index, topk=drfree.ONE_SHOT_TOPK, cache=False)
-        out = run_audit(con, runs, policy, search, n, seed)
-    finally:
-        if own:
-            con.close()
-    out["judge"] = str(judge or default_judge(runs[0]))
-    return out
+    pairs = [split_run(r, db) for r in runs]
+    judge = judge or default_judge(pairs[0][0])
+    policy = Policy.load(judge)
+    per_run = {}
+    for run, where in pairs:
+        own = not hasattr(where, "execute")
+        con = store.connect(where, read_only=True) if own else where
+        try:
+            search = SearchTool(con, index=cfg.search.index, topk=drfree.ONE_SHOT_TOPK, cache=False)
+            per_run[run] = audit_questions(policy, generated_questions(con, run, n, seed), search)
+        finally:
+            if own:
+                con.close()
+    shares, tests = summarize(per_run)
+    return {"per_question": per_run, "shares": shares, "tests": tests, "judge": str(judge)}
