@@ -450,7 +450,7 @@ class Trainer:
                         for c in task.candidates if c.slot is not None}
             rewards = proposer_rewards(verdicts, outcomes, schedule, m.extraction_penalty, self.proposer_reward,
                                        m.penalize_rejected, chain=task.chain, policy=self.policy,
-                                       search=self.search)
+                                       search=self.search, options=m)
             for cand, r_p in zip(task.candidates, rewards):
                 cand.reward = r_p
 

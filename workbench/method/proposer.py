@@ -57,12 +57,13 @@ def parse_candidates(texts: Sequence[str]) -> list[tuple[str, str] | None]:
 
 def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOutcome], schedule: Schedule,
                      extraction_penalty: float, reward: str = "coevokg_difficulty",
-                     penalize_rejected: bool = False, chain=None, policy=None, search=None
+                     penalize_rejected: bool = False, chain=None, policy=None, search=None, options=None
                      ) -> list[float | None]:
     """R_p per candidate of one chain (see the module docstring); None = not in the update.
 
     ``outcomes`` maps a verdict's ``index`` to the G rollouts of that admitted candidate. The
-    registry's reward gets a ``rewards.ProposerInputs`` with ``chain``, ``policy`` and ``search`` too.
+    registry's reward gets a ``rewards.ProposerInputs`` with ``chain``, ``policy``, ``search`` and
+    ``options`` (the run's MethodConfig) too.
 
     Example:
         >>> vs = [Verdict(0, None, None, False), Verdict(1, "q?", "a", True, admitted=True),
@@ -81,7 +82,7 @@ def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOu
             rewards.append(float(extraction_penalty))
         elif v.admitted and v.index in outcomes:
             rewards.append(float(fn(ProposerInputs(schedule, outcomes[v.index], chain, v.question, v.answer,
-                                                   policy, search))))
+                                                   policy, search, options))))
         else:
             rewards.append(None)
     return rewards

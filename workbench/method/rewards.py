@@ -161,7 +161,8 @@ class ProposerInputs:
     ``outcome`` is the G solver rollouts of the posed question (None when the reward needs none, as
     Dr. Free's); ``chain`` the ChainView it was written from; ``question``/``answer`` the candidate;
     ``policy`` the current policy (teacher-forced likelihoods, seed 002); ``search`` the run's
-    search tool (Dr. Free's one-shot shortcut retrieves the question with it; None elsewhere).
+    search tool (Dr. Free's one-shot shortcut retrieves the question with it; None elsewhere);
+    ``options`` the run's MethodConfig (Dr. Free's reward form, margin and micro-batch; None = defaults).
     """
 
     schedule: Schedule
