@@ -73,7 +73,8 @@ def test_registry_batch_form_and_rollout_free_flag(policy):
     assert ind == [1.0 if r > 0 else 0.0 for r in one_by_one]
     # IG + difficulty: the sum of the two rewards (needs the outcome)
     x = dataclasses.replace(xs[0], outcome=R.GroupOutcome((True, False, False, False)))
-    assert R.PROPOSER_REWARDS["dr_free_plus_dr_zero"](x) == pytest.approx(one_by_one[0] + 1.0, abs=1e-4)  # k=1 of 4: (4-1)/3
+    # dr_zero of k=1 correct of n=4: (4-1)/3 = 1
+    assert R.PROPOSER_REWARDS["dr_free_plus_dr_zero"](x) == pytest.approx(one_by_one[0] + 1.0, abs=1e-4)
 
 
 def test_method_rows():
@@ -122,15 +123,15 @@ def test_drfree_round_scores_before_the_rollouts_and_beyond_the_top_k(tmp_path, 
     outcome_reads = []
     real_outcome = R._outcome
     monkeypatch.setattr(R, "_outcome", lambda x: outcome_reads.append(1) or real_outcome(x))
-    rows = train(db, run="drfree", method="drfree", preset="smoke", steps=1, progress=False, log=None,
-                 overrides={"method.candidates_per_chain": 3})
+    rows = train(db, run="drfree-before-rollouts", method="drfree", preset="smoke", steps=1, progress=False,
+                 log=None, overrides={"method.candidates_per_chain": 3})
     assert events[:2] == ["score", "rollout"]  # the proposer's reward came first
     assert not outcome_reads  # and read no solver outcome
     assert rows[0]["admitted_rate"] > 0 and rows[0]["time_proposer_reward"] >= 0
     con = store.connect(db, read_only=True)
-    stored = [r for (r,) in con.execute("SELECT reward FROM candidates WHERE run = 'drfree' ORDER BY candidate_id")
-              .fetchall()]
-    method = con.execute("SELECT method FROM runs WHERE run = 'drfree'").fetchone()[0]
+    stored = [r for (r,) in con.execute("SELECT reward FROM candidates WHERE run = 'drfree-before-rollouts' "
+                                        "ORDER BY candidate_id").fetchall()]
+    method = con.execute("SELECT method FROM runs WHERE run = 'drfree-before-rollouts'").fetchone()[0]
     con.close()
     assert method == "drfree"
     assert stored == [r for _, _, r in seen]

@@ -60,16 +60,16 @@ def test_audit_of_a_smoke_run(tmp_path, monkeypatch, capsys):
         return real_gate(chain, [(q, chain.titles[-1])] * len(candidates), *args, **kwargs)
 
     monkeypatch.setattr(loop, "gate", gate)
-    train(db, run="df", method="drfree", preset="smoke", steps=2, progress=False, log=None)
+    train(db, run="df-audit", method="drfree", preset="smoke", steps=2, progress=False, log=None)
     con = store.connect(db, read_only=True)
-    items = A.generated_questions(con, "df", n=50)
+    items = A.generated_questions(con, "df-audit", n=50)
     assert items and all(it["chain"].passages and it["answers"] for it in items)
     assert len({it["question"].lower() for it in items}) == len(items)
     from workbench.method.train import run_dir
     from workbench.policy.model import Policy
     from workbench.search.tool import SearchTool
 
-    policy = Policy.load(run_dir("df") / "best", device="cpu")
+    policy = Policy.load(run_dir("df-audit") / "best", device="cpu")
     per_q = A.audit_questions(policy, items, SearchTool(con, topk=3, cache=False))
     con.close()
     for row, it in zip(per_q.itertuples(), items):
@@ -78,12 +78,12 @@ def test_audit_of_a_smoke_run(tmp_path, monkeypatch, capsys):
         for name in A.AUDIT_SHORTCUTS:
             assert getattr(row, name) == any(exact_match(a, it["answers"]) for a in row.answers[name])
         assert set(row.answers) == {"closed_book", "source_only", "one_shot", "single_component"}
-    assert main(["audit", "shortcuts", "--db", db, "--run", "df", "--n", "5", "--preset", "smoke"]) == 0
+    assert main(["audit", "shortcuts", "--db", db, "--run", "df-audit", "--n", "5", "--preset", "smoke"]) == 0
     out = capsys.readouterr().out
     assert "closed_book" in out and "single_component" in out and "judge:" in out
     assert (tmp_path / "figures" / "audit_shortcuts.html").exists()
     # a run in another store (rl_compare.sh gives each run its own): RUN@STORE, no --db needed
-    assert main(["audit", "shortcuts", "--run", f"df@{db}", "--n", "3", "--preset", "smoke", "--figure", ""]) == 0
-    assert "df" in capsys.readouterr().out
-    assert main(["audit", "shortcuts", "--db", db, "--run", "nope", "--judge", str(run_dir("df") / "best"),
+    assert main(["audit", "shortcuts", "--run", f"df-audit@{db}", "--n", "3", "--preset", "smoke", "--figure", ""]) == 0
+    assert "df-audit" in capsys.readouterr().out
+    assert main(["audit", "shortcuts", "--db", db, "--run", "nope", "--judge", str(run_dir("df-audit") / "best"),
                  "--preset", "smoke"]) == 2

@@ -169,10 +169,11 @@ def split_run(spec: str, db) -> tuple[str, object]:
 
 
 def audit_store(db, runs: Sequence[str], n: int = 100, seed: int = 0, judge=None, preset: str = "tiny") -> dict:
-    """The audit of ``runs`` (each its ``n`` sampled generated questions) (``RUN`` in the store ``db``, a path or an open connection, or
-    ``RUN@STORE``: :func:`split_run`) with one judge model ``judge`` (default: the first run's best
-    checkpoint, the current solver at the tiny tier) and the preset's training retriever for the
-    one-shot shortcut.
+    """The audit of ``runs``, ``n`` sampled generated questions each: ``RUN`` in the store ``db`` (a
+    path or an open connection) or ``RUN@STORE`` (:func:`split_run`), with one judge model
+    ``judge`` (default: the first run's best checkpoint, the current solver at the tiny tier) and
+    the preset's training retriever for the one-shot shortcut. Returns ``per_question`` ({run:
+    DataFrame}), ``shares`` and ``tests`` (:func:`summarize`) and ``judge``.
 
     Example:
         >>> # audit_store("data/tiny.duckdb", ["drfree", "coevokg"], n=100)["shares"]
