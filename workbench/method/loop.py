@@ -13,6 +13,8 @@ One round t:
 3. the solver rolls out G trajectories per admitted question (Eq. 3);
 4. rewards: R_s (Eq. 7) with S_path (Eqs. 8-9) for the solver, R_p (Eq. 10) for the proposer,
    each from its registry (``method.solver_reward`` / ``method.proposer_reward``, default the method's);
+   a proposer reward that reads no rollout (Dr. Free's information gain, seed 002) is scored right
+   after step 2 instead, for every candidate that passed the gate (``Trainer.reward_proposer``);
 5. one update of the shared backbone from the round's batch (Eqs. 11-12);
 6. verified write-back advances G_t to G_t+1 (section 3.4; ``RunStore.commit_round``).
 
