@@ -11,7 +11,8 @@
 # Environment: SCRATCH (default $TMPDIR/rl_compare; its data, runs, logs and base are replaced)
 # holds the work; OUT (default SCRATCH/out) receives eval_base.txt, summary.txt and metrics.json
 # (per-round metrics of every run); PY is the Python with the workbench (default .venv/bin/python);
-# GPUS="0 1" spreads the runs round-robin over those CUDA devices.
+# GPUS="0 1" spreads the runs round-robin over those CUDA devices. REFERENCE names the configuration
+# the Welch tests compare against (default coevokg; e.g. REFERENCE=drfree for Dr. Free's Table 3 rows).
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)
