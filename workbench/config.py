@@ -143,7 +143,7 @@ class MethodConfig:
     seed: int = 0
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
-    drfree_micro_batch: int = 32  # Dr. Free: likelihood rows per padded forward (memory only; ours)
+    drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
 
 
 @dataclass(frozen=True)
