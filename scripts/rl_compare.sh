@@ -26,6 +26,8 @@
 # ENGINE (hf | vllm | auto) is every run's and evaluation's generation backend; default hf at the
 # smoke and tiny presets (a 5M model gains nothing from vLLM, and several runs sharing a GPU would
 # each reserve vLLM's memory share: LOG.md, session 6), else the preset's rollout.backend.
+# REFERENCE names the configuration the Welch tests compare against (default coevokg; e.g.
+# REFERENCE=drfree for Dr. Free's Table 3 rows).
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)

@@ -7,6 +7,7 @@ SCRATCH/logs/metrics_<name>.json; writes OUT/metrics.json and prints the tables.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -80,8 +81,9 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             print(f"{name}: macro set F1 {f1:.1f}")
             by_config_f1.setdefault(configuration(spec), []).append(f1)
     if any(len(v) > 1 for v in by_config.values()):
-        reference = "coevokg" if "coevokg" in by_config else next(
-            (c for c in by_config if c.split()[0] == "coevokg"), None)
+        # REFERENCE (environment) names the configuration to test against, e.g. drfree for Table 3's rows
+        reference = os.environ.get("REFERENCE") or ("coevokg" if "coevokg" in by_config else next(
+            (c for c in by_config if c.split()[0] == "coevokg"), None))
         print(f"\nmacro EM over seeds (base {macro_em(base):.1f}; diff and Welch p against {reference}):")
         print(across_seeds(by_config, reference=reference).round(3).to_string())
         if by_config_f1:

@@ -101,7 +101,8 @@ def test_solver_registry_values():
     assert set(SOLVER_REWARDS.names()) >= {"exact_match", "coevokg"}
     assert set(PROPOSER_REWARDS.names()) == {"coevokg_difficulty", "ssp_adversarial", "dr_zero", "eog_variance",
                                              "dr_free", "dr_free_wo_closed_book", "dr_free_wo_source_only",
-                                             "dr_free_wo_one_shot", "dr_free_wo_per_hop"}  # Dr. Free: test_drfree.py
+                                             "dr_free_wo_one_shot", "dr_free_wo_per_hop",
+                                             "dr_free_plus_dr_zero"}  # Dr. Free: test_drfree*.py
 
 
 def test_outcome_rewards_say_when_no_outcome_is_given():

@@ -53,6 +53,8 @@ class PoolConfig:
     seed: int = 0
     functional_only: bool = False  # Dr. Free (seed 002) relation whitelist, off by default
     unique_grounding: bool = False  # Dr. Free (seed 002), off by default
+    retrieval_verify: bool = False  # Dr. Free (seed 002, Fig. 5) retrieval verification, off by default (kg/retrieval_verify.py)
+    hop_ratio: str = ""  # Dr. Free (seed 002, Table 7) hop-sampling ratio over min..max hops, e.g. "1:1:1"; "" = as walked
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,9 @@ class MethodConfig:
     topology_patterns: str = "1p,2p,3p,2i,ip,pi"  # EoG (seed 004, Table 6): the patterns a kg_topology task is drawn from, uniformly (ours)
     topology_max_answers: int = 20  # EoG: largest complete answer set of a task; ours (= kg.topology.MAX_ANSWERS)
     topology_prompt: str = "witness"  # ours: EoG's proposer prompt, witness (the query's witness path in the chain prompt's format; the warm start was taught that) | query (the query's skeleton)
+    drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
+    drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
+    drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
 
 
 @dataclass(frozen=True)
@@ -294,7 +299,21 @@ RULES: dict[str, tuple] = {
                  "path_order", "path_text", "path_cooccur", "path_eta")},
     **{f"method.{k}": (lambda v, _: bool(v.strip()), "a non-empty dataset name")
        for k in ("seed_dataset", "val_dataset")},
+    "method.drfree_reward_form": (_one_of("positive_part", "indicator"), "one of ['indicator', 'positive_part']"),
+    "method.drfree_micro_batch": (_at_least(1), "an integer >= 1"),
+    "pool.hop_ratio": (lambda v, s: _hop_ratio_ok(v, s), "'' or one positive weight per hop count from pool.min_hops "
+                       "to pool.max_hops, joined by ':' (e.g. '1:1:1' for 2-4 hops)"),
 }
+
+
+def _hop_ratio_ok(value: str, pool) -> bool:
+    if not value.strip():
+        return True
+    try:
+        weights = [float(w) for w in value.split(":")]
+    except ValueError:
+        return False
+    return len(weights) == pool.max_hops - pool.min_hops + 1 and all(w >= 0 for w in weights) and sum(weights) > 0
 
 
 PRESETS: dict[str, Config] = {

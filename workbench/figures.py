@@ -1055,3 +1055,32 @@ def topology_curriculum(con=None, runs: list[str] | None = None) -> go.Figure:
     shown = all_runs[all_runs.run.isin(shown_runs)]
     fig = _layout(fig, "Topology curriculum: synthesis success per topology (EoG, Fig. 7 analogue)", shown, height=480)
     return legend_below(fig, panels_px=320, y=-0.2)
+
+
+def shortcut_audit(shares: pd.DataFrame | None = None, paper_rows: bool = True) -> go.Figure:
+    """Seed 002's Table 5 as bars: per shortcut (closed-book, source-only, one-shot, single
+    component) the share of generated questions answerable from it alone, with Wilson 95% intervals;
+    the paper's methods (``paper.drfree_table5``) left, your runs (``shortcut_audit.summarize``'s
+    ``shares``: run, shortcut, share, lo, hi, n) right.
+
+    Example:
+        >>> len(shortcut_audit(None).data)  # the paper's three methods
+        3
+    """
+    sources = [("the paper (seed 002, Table 5, 100 questions each)", paper.drfree_table5().rename(
+        columns={"method": "run"}))] if paper_rows else []
+    if shares is not None and len(shares):
+        sources.append((f"your runs ({int(shares['n'].max())} questions each at most)", shares))
+    fig = make_subplots(rows=1, cols=max(1, len(sources)), subplot_titles=[t for t, _ in sources], shared_yaxes=True)
+    order = ["closed_book", "source_only", "one_shot", "single_component"]
+    for col, (_, df) in enumerate(sources, start=1):
+        for i, (run, rows) in enumerate(df.groupby("run", sort=False)):
+            rows = rows.set_index("shortcut").reindex(order)
+            fig.add_trace(go.Bar(x=[s.replace("_", " ") for s in order], y=100 * rows["share"], name=str(run),
+                                 marker_color=run_colour(i + 3 * (col - 1)),
+                                 error_y=dict(type="data", symmetric=False, array=100 * (rows["hi"] - rows["share"]),
+                                              arrayminus=100 * (rows["share"] - rows["lo"]))), row=1, col=col)
+    fig.update_yaxes(title_text="answerable from the shortcut alone (%)", range=[0, 100], row=1, col=1)
+    fig.update_layout(barmode="group", height=420, width=PNG_WIDTH,
+                      title="Gold-blind shortcut audit (lower is better): Wilson 95% intervals")
+    return fig

@@ -99,3 +99,14 @@ def round1(x: float | Decimal) -> float:
     """
     exact = x if isinstance(x, Decimal) else Decimal(repr(float(x)))
     return float(exact.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def drfree_table5() -> pd.DataFrame:
+    """Seed 002 (Dr. Free), Table 5: the gold-blind shortcut audit, per method and shortcut the share
+    answerable with its Wilson 95% interval (100 questions a method).
+
+    Example:
+        >>> drfree_table5().query("method == 'Dr. Free' and shortcut == 'closed_book'")["share"].item()
+        0.05
+    """
+    return _read("drfree_table5_shortcut_audit.csv")

@@ -1,4 +1,4 @@
-"""``workbench bench walks|retrieval|rollout|loop|server|gpu|topology``: speed figures as JSON, ratios measured in one run."""
+"""``workbench bench walks|retrieval|rollout|loop|server|gpu|topology|drfree``: speed figures as JSON, ratios measured in one run."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ BENCHES = {
                "retrieval server under load on loopback: keep-alive vs new connections, 50/200 clients"),
     "topology": ("workbench.kg.topology", "bench_topology",
                  "EoG's query patterns 1p..pi: in-memory index vs DuckDB SQL per query, synthetic graph"),
+    "drfree": ("workbench.method.bench_drfree", "bench_drfree",
+               "Dr. Free's information-gain scoring vs the difficulty reward's G solver rollouts per candidate"),
     "gpu": ("workbench.method.gpu_bench", "bench_gpu",
             "the GPU engine (CUDA): vLLM vs HF tokens/s against the HBM roofline, LoRA update step, a round's stages"),
 }
@@ -48,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--db", default=None)
         if name in ("rollout", "retrieval"):
             p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+        if name == "drfree":
+            p.add_argument("--candidates", type=int, default=16, help="candidates to score (default 16)")
+            p.add_argument("--model", default=None, help="score with this model (default: the preset's warm start)")
+            p.add_argument("--seed", type=int, default=0)
         if name == "rollout":
             p.add_argument("--model", default=None, help="time this model (default: a random tiny model)")
             p.add_argument("--batch-sizes", dest="batch_sizes", type=int, nargs="+", default=None)

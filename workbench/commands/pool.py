@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="Dr. Free: keep only relations marked functional")
     build.add_argument("--unique-grounding", action="store_true", default=None,
                        help="Dr. Free: each next entity must be the only object of (entity, relation)")
+    build.add_argument("--retrieval-verify", dest="retrieval_verify", action="store_true", default=None,
+                       help="Dr. Free (Fig. 5): the source passage names the first bridge entity and each later "
+                            "entity is in the top k of a per-hop retrieval")
+    build.add_argument("--hop-ratio", dest="hop_ratio", default=None,
+                       help="Dr. Free (Table 7): hop-sampling ratio over the hop range, e.g. 1:1:1 for --hops 2-4")
     build.add_argument("--force", action="store_true",
                        help="rebuild even if runs have attached evidence/candidates to G_0 chains")
     build.set_defaults(func=_build)
@@ -55,7 +60,9 @@ def _build(args: argparse.Namespace) -> int:
             seed=args.seed if args.seed is not None else cfg.seed,
             functional_only=cfg.functional_only if args.functional_only is None else True,
             unique_grounding=cfg.unique_grounding if args.unique_grounding is None else True,
-            force=args.force)
+            force=args.force,
+            retrieval_verify=cfg.retrieval_verify if args.retrieval_verify is None else True,
+            hop_ratio=cfg.hop_ratio if args.hop_ratio is None else args.hop_ratio)
     finally:
         con.close()
     print(f"G_0: {result['chains']} chains from {result['walks']} walks "

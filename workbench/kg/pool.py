@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from workbench import store
-from workbench.kg import filters
+from workbench.kg import chain_checks, filters
 from workbench.kg.walks import CSRGraph, check_walk_memory, hop_range, random_walks
 
 
@@ -156,7 +156,8 @@ FROM rows
 
 
 def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int = 0,
-               functional_only: bool = False, unique_grounding: bool = False, force: bool = False) -> dict:
+               functional_only: bool = False, unique_grounding: bool = False, force: bool = False,
+               retrieval_verify: bool = False, hop_ratio: str = "", search=None) -> dict:
     """Build G_0 (section 3.2): ``walks`` random walks of ``min_hops``-``max_hops`` hops over the
     store's ``edges``, filtered (``filters.apply``) and deduplicated by ``chain_hash``, written in
     one transaction with evidence and a ``pool_builds`` row.
@@ -164,6 +165,11 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
     A walk that dead-ends early is kept as its realised prefix when that still has at least
     ``max(2, min_hops)`` hops (ours). Returns counts: walks, chains, rejected, rejections
     ({reason: count}, 'duplicate' included), evidence, build_id.
+
+    Dr. Free's checks (seed 002; ``kg.chain_checks``), off by default: ``retrieval_verify`` (Fig. 5;
+    ``search``, default BM25 over the store's passages, is the retriever) and ``hop_ratio`` (Table 7,
+    e.g. "1:1:1" over min..max hops). Each is recorded in ``pool_builds.params`` only when on, so the
+    default pool and its build record are the same as before them.
 
     Example:
         >>> from workbench import store
@@ -188,10 +194,43 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
     hashes, chosen = _first_walk_per_hash(nodes, np.flatnonzero(keep), titles, rejections)
     params = {"functional_only": functional_only, "unique_grounding": unique_grounding,
               "min_relational_hops": filters.MIN_RELATIONAL_HOPS, "short_title_chars": filters.SHORT_TITLE_CHARS}
+    if retrieval_verify:
+        ok = _retrieval_verified(con, graph, nodes[chosen], rels[chosen], titles, rejections, search)
+        hashes, chosen = [h for h, k in zip(hashes, ok) if k], chosen[ok]
+        params["retrieval_verify"] = True
+    shares = chain_checks.parse_hop_ratio(hop_ratio, lo, hi)
+    if shares is not None:
+        kept = chain_checks.hop_ratio_keep(filters.hop_counts(rels[chosen]), shares, seed)
+        if len(kept) < len(chosen):
+            rejections["hop_ratio"] = len(chosen) - len(kept)
+        hashes, chosen = [hashes[i] for i in kept], chosen[kept]
+        params["hop_ratio"] = hop_ratio
     build = [seed, walks, lo, hi, json.dumps(params), json.dumps(rejections)]
     build_id, n_evidence = _write_g0(con, *_chain_frames(graph, nodes[chosen], rels[chosen], hashes), build, force)
     return {"build_id": build_id, "walks": walks, "chains": len(hashes),
             "rejected": walks - len(hashes), "rejections": rejections, "evidence": n_evidence}
+
+
+def _retrieval_verified(con, graph: CSRGraph, path: np.ndarray, rels: np.ndarray, titles: list, rejections: dict,
+                        search=None) -> np.ndarray:
+    """Mask of the walks ``path`` that pass Dr. Free's retrieval verification (``chain_checks``);
+    the others are counted in ``rejections`` by reason."""
+    if search is None:
+        from workbench.search.tool import SearchTool
+
+        search = SearchTool(con, index="bm25", topk=3, cache=False)
+    node_ids = [[int(graph.node_ids[i]) for i in row if i >= 0] for row in path.tolist()]
+    first = dict(con.execute("SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN "
+                             "(SELECT unnest(?)) GROUP BY entity_id", [sorted({r[0] for r in node_ids})]).fetchall())
+    verdicts = chain_checks.retrieval_verdicts(
+        node_ids, [[titles[i] for i in row if i >= 0] for row in path.tolist()],
+        [[graph.labels[r] for r in row if r >= 0] for row in rels.tolist()],
+        [first.get(r[0]) for r in node_ids], search, topk=getattr(search, "topk", 3))
+    for reason in chain_checks.RETRIEVAL_REASONS:
+        n = sum(v == reason for v in verdicts)
+        if n:
+            rejections[reason] = n
+    return np.array([v is None for v in verdicts], dtype=bool)
 
 
 def _checked_hops(min_hops: int, max_hops: int) -> tuple[int, int]:

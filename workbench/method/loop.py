@@ -13,6 +13,8 @@ One round t:
 3. the solver rolls out G trajectories per admitted question (Eq. 3);
 4. rewards: R_s (Eq. 7) with S_path (Eqs. 8-9) for the solver, R_p (Eq. 10) for the proposer,
    each from its registry (``method.solver_reward`` / ``method.proposer_reward``, default the method's);
+   a proposer reward that reads no rollout (Dr. Free's information gain, seed 002) is scored right
+   after step 2 instead, for every candidate that passed the gate (``Trainer.reward_proposer``);
 5. one update of the shared backbone from the round's batch (Eqs. 11-12);
 6. verified write-back advances G_t to G_t+1 (section 3.4; ``RunStore.commit_round``).
 
@@ -39,7 +41,7 @@ from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
-from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards
+from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
 from workbench.policy.rollout import Trajectory, batch_tensors, rollout
 from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, policy_loss, probability_scale,
                                      reinforce_pp_advantages, warmup_lr)
@@ -286,6 +288,8 @@ class Trainer:
         self.proposer_reward = proposer_reward if proposer_reward and spec.task_source != "seed_pool" else None
         if self.proposer_reward:
             R.PROPOSER_REWARDS[self.proposer_reward]  # an unknown name fails before any work
+        # Dr. Free's reward reads no rollout: it is scored before the solver runs (reward_proposer)
+        self.rollout_free = bool(self.proposer_reward) and not R.needs_outcome(self.proposer_reward)
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
                                       policy, m.verifier_max_new_tokens)
         self.extractor = LLMPathExtractor(policy, m.extractor_max_new_tokens) if m.path_extractor == "llm" else None
@@ -354,6 +358,9 @@ class Trainer:
 
         tasks, slots = self.propose(t)
         lap("proposer_gate")
+        if self.rollout_free:
+            self.reward_proposer(t, tasks)
+            lap("proposer_reward")
         self.solve(t, slots)
         lap("rollouts")
         self.reward(t, tasks, slots, self.evidence_graph(t))
@@ -464,7 +471,7 @@ class Trainer:
                 roll.score = score_trajectory(roll.trajectory, slot.answers,
                                               answer_candidates(roll.trajectory, chain_entities, self.titles),
                                               graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)))
-        if not self.proposer_reward:
+        if not self.proposer_reward or self.rollout_free:
             return
         schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)
         for task in tasks:
@@ -473,7 +480,21 @@ class Trainer:
                         for c in task.candidates if c.slot is not None}
             rewards = proposer_rewards(verdicts, outcomes, schedule, m.extraction_penalty, self.proposer_reward,
                                        m.penalize_rejected, chain=task.chain, policy=self.policy,
-                                       search=self.search)
+                                       search=self.search, options=m)
+            for cand, r_p in zip(task.candidates, rewards):
+                cand.reward = r_p
+
+    def reward_proposer(self, t: int, tasks: list[ChainTask]) -> None:
+        """R_p of a rollout-free proposer reward (``rewards.needs_outcome`` False: Dr. Free's
+        information gain, seed 002): every candidate that passed the gate is scored, posed to the
+        solver or not, in one batch over the round (``proposer.rollout_free_rewards``), before any
+        rollout; the solver's G rollouts then serve the solver's update alone."""
+        m = self.cfg.method
+        schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)
+        per_task = rollout_free_rewards([(task.chain, [c.verdict for c in task.candidates]) for task in tasks],
+                                        schedule, m.extraction_penalty, self.proposer_reward, m.penalize_rejected,
+                                        policy=self.policy, search=self.search, options=m)
+        for task, rewards in zip(tasks, per_task):
             for cand, r_p in zip(task.candidates, rewards):
                 cand.reward = r_p
 

@@ -4,10 +4,12 @@ Under a matched budget every method gets the same question slots per round, G ro
 and one optimiser step per round; they differ only in the fields below.
 
 Example:
-    >>> sorted(m for m in METHODS if not m.startswith("eog"))
+    >>> sorted(m for m in METHODS if not m.startswith(("eog", "drfree")))
     ['c1', 'c2', 'coevokg', 'search_r1', 'ssp']
     >>> [m for m in METHODS if m.startswith("eog")]  # seed 004 and its Table 3 rows
     ['eog', 'eog_wo_solver_update', 'eog_wo_proposer_update', 'eog_random_walk', 'eog_adversarial']
+    >>> method_spec("Dr. Free").proposer_reward, method_spec("drfree").solver_reward
+    ('dr_free', 'exact_match')
     >>> method_spec("coevokg").write_back
     True
 """
@@ -55,6 +57,17 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
                "EoG w/o Proposer update", update_proposer=False),
     MethodSpec("eog_random_walk", "kg_chains", "eog_f1", "eog_variance", False, "EoG w/o query exec. (Random Walk)"),
     MethodSpec("eog_adversarial", "kg_topology", "eog_f1", "ssp_adversarial", False, "EoG adversarial reward"),
+    # Dr. Free (seed 002) and its Table 2 rows: questions from KG chains through the same gate, the
+    # solver on the outcome reward (its GRPO/HRPO reward is answer EM), no write-back. Table 3's
+    # leave-one-shortcut-out rows are `--set method.proposer_reward=dr_free_wo_<type>` on `drfree`.
+    # Table 2's "w/o KG" row (Dr. Zero-style proposer-side search) has no row: the workbench's
+    # proposer does not search.
+    MethodSpec("drfree", "kg_chains", "exact_match", "dr_free", False, "Dr. Free"),
+    MethodSpec("drfree_difficulty", "kg_chains", "exact_match", "dr_zero", False, "Dr. Free: difficulty only"),
+    MethodSpec("drfree_ig_difficulty", "kg_chains", "exact_match", "dr_free_plus_dr_zero", False,
+               "Dr. Free: IG + difficulty"),
+    MethodSpec("drfree_no_proposer_training", "kg_chains", "exact_match", None, False,
+               "Dr. Free: w/o proposer training"),
 )}
 
 
@@ -65,7 +78,8 @@ def method_name(name: str) -> str:
         >>> method_name("Search-R1"), method_name("coevokg")
         ('search_r1', 'coevokg')
     """
-    return str(name).strip().lower().replace("-", "_")
+    key = str(name).strip().lower().replace("-", "_")
+    return "drfree" if key in ("dr._free", "dr_free", "dr. free", "dr.free") else key
 
 
 def method_spec(name: str) -> MethodSpec:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from workbench.method.gate import Verdict
-from workbench.method.rewards import PROPOSER_REWARDS, GroupOutcome, ProposerInputs, Schedule
+from workbench.method.rewards import PROPOSER_REWARDS, GroupOutcome, ProposerInputs, Schedule, score_many
 from workbench.policy import protocol
 
 
@@ -57,12 +57,13 @@ def parse_candidates(texts: Sequence[str]) -> list[tuple[str, str] | None]:
 
 def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOutcome], schedule: Schedule,
                      extraction_penalty: float, reward: str = "coevokg_difficulty",
-                     penalize_rejected: bool = False, chain=None, policy=None, search=None
+                     penalize_rejected: bool = False, chain=None, policy=None, search=None, options=None
                      ) -> list[float | None]:
     """R_p per candidate of one chain (see the module docstring); None = not in the update.
 
     ``outcomes`` maps a verdict's ``index`` to the G rollouts of that admitted candidate. The
-    registry's reward gets a ``rewards.ProposerInputs`` with ``chain``, ``policy`` and ``search`` too.
+    registry's reward gets a ``rewards.ProposerInputs`` with ``chain``, ``policy``, ``search`` and
+    ``options`` (the run's MethodConfig) too.
 
     Example:
         >>> vs = [Verdict(0, None, None, False), Verdict(1, "q?", "a", True, admitted=True),
@@ -81,7 +82,38 @@ def proposer_rewards(verdicts: Sequence[Verdict], outcomes: Mapping[int, GroupOu
             rewards.append(float(extraction_penalty))
         elif v.admitted and v.index in outcomes:
             rewards.append(float(fn(ProposerInputs(schedule, outcomes[v.index], chain, v.question, v.answer,
-                                                   policy, search))))
+                                                   policy, search, options))))
         else:
             rewards.append(None)
     return rewards
+
+
+def rollout_free_rewards(chains_verdicts: Sequence[tuple], schedule: Schedule, extraction_penalty: float,
+                         reward: str, penalize_rejected: bool = False, policy=None, search=None, options=None
+                         ) -> list[list[float | None]]:
+    """R_p per candidate of each (chain, verdicts) of a round, for a reward that reads no solver
+    outcome (Dr. Free, seed 002): failed extraction gets ``extraction_penalty`` as in
+    :func:`proposer_rewards`; every candidate that passed the gate (admitted or beyond the top k) is
+    scored, all of the round's in one ``rewards.score_many`` batch; the rest get None (or the
+    penalty with ``penalize_rejected``).
+
+    Example:
+        >>> vs = [Verdict(0, None, None, False), Verdict(1, "q?", "a", True)]  # extracted, failed the bar
+        >>> rollout_free_rewards([(None, vs)], Schedule(0, 10), -0.1, "dr_free")
+        [[-0.1, None]]
+    """
+    out: list[list[float | None]] = []
+    inputs, where = [], []
+    for i, (chain, verdicts) in enumerate(chains_verdicts):
+        out.append([])
+        for j, v in enumerate(verdicts):
+            if not v.extracted or (penalize_rejected and not (v.passed or v.admitted)):
+                out[i].append(float(extraction_penalty))
+                continue
+            out[i].append(None)
+            if v.passed or v.admitted:
+                inputs.append(ProposerInputs(schedule, None, chain, v.question, v.answer, policy, search, options))
+                where.append((i, j))
+    for (i, j), r in zip(where, score_many(reward, inputs)):
+        out[i][j] = r
+    return out

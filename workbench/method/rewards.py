@@ -162,7 +162,8 @@ class ProposerInputs:
     ``outcome`` is the G solver rollouts of the posed question (None when the reward needs none, as
     Dr. Free's); ``chain`` the ChainView it was written from; ``question``/``answer`` the candidate;
     ``policy`` the current policy (teacher-forced likelihoods, seed 002); ``search`` the run's
-    search tool (Dr. Free's one-shot shortcut retrieves the question with it; None elsewhere).
+    search tool (Dr. Free's one-shot shortcut retrieves the question with it; None elsewhere);
+    ``options`` the run's MethodConfig (Dr. Free's reward form, margin and micro-batch; None = defaults).
     """
 
     schedule: Schedule
@@ -172,6 +173,7 @@ class ProposerInputs:
     answer: str | None = None
     policy: Any = None
     search: Any = None
+    options: Any = None  # the run's MethodConfig (Dr. Free's reward form, margin, micro-batch), None = defaults
 
 
 @dataclass(frozen=True)
@@ -236,36 +238,91 @@ def eog_variance(x: ProposerInputs) -> float:
     return sum((v - mean) ** 2 for v in values) / len(values)
 
 
-def _dr_free(x: ProposerInputs, shortcuts) -> float:
+def _dr_free_many(xs: Sequence[ProposerInputs], shortcuts) -> list[float]:
     # imported here: drfree needs torch and the policy protocol, which the closed forms above do not
     from workbench.method import drfree
 
-    if x.policy is None or x.chain is None or x.question is None or x.answer is None:
-        raise ValueError("dr_free needs the chain, the candidate and the policy (ProposerInputs)")
-    gain = drfree.information_gain(x.policy, x.chain, x.question, x.answer, x.search, shortcuts)["gain"]
-    return drfree.info_gain_reward(gain)
+    for x in xs:
+        if x.policy is None or x.chain is None or x.question is None or x.answer is None:
+            raise ValueError("dr_free needs the chain, the candidate and the policy (ProposerInputs)")
+    if not xs:
+        return []
+    o = xs[0].options
+    form, margin = (o.drfree_reward_form, o.drfree_margin) if o is not None else ("positive_part", 0.0)
+    micro = o.drfree_micro_batch if o is not None else drfree.MICRO_BATCH
+    infos = drfree.batch_information_gain(xs[0].policy, [(x.chain, x.question, x.answer) for x in xs],
+                                          xs[0].search, shortcuts, micro_batch=micro)
+    return [drfree.info_gain_reward(i["gain"], form, margin) for i in infos]
 
 
-@PROPOSER_REWARDS.register("dr_free")
-def dr_free(x: ProposerInputs) -> float:
-    """Dr. Free (seed 002, Eq. 5): max(0, Delta_B) over the full shortcut set B (closed-book,
-    source-only, one-shot, per-hop); reads no solver outcome. See :mod:`workbench.method.drfree`."""
-    return _dr_free(x, ("closed_book", "source_only", "one_shot", "per_hop"))
+def _dr_free(x: ProposerInputs, shortcuts) -> float:
+    return _dr_free_many([x], shortcuts)[0]
+
+
+def rollout_free(fn):
+    """Mark a proposer reward that reads no solver outcome (``needs_outcome``): the loop then scores
+    a round's candidates before the rollouts, every candidate that passed the gate, in one batch
+    (``fn.batch``, when given) -- Dr. Free's point: no pass-rate estimation (seed 002, abstract)."""
+    fn.needs_outcome = False
+    return fn
+
+
+def needs_outcome(name: str) -> bool:
+    """Whether the named proposer reward reads the solver's rollouts of the posed question.
+
+    Example:
+        >>> needs_outcome("coevokg_difficulty"), needs_outcome("dr_free")
+        (True, False)
+    """
+    return getattr(PROPOSER_REWARDS[name], "needs_outcome", True)
+
+
+def score_many(name: str, xs: Sequence[ProposerInputs]) -> list[float]:
+    """The named proposer reward of each input, through its batched form where it has one.
+
+    Example:
+        >>> score_many("ssp_adversarial", [ProposerInputs(Schedule(0, 1), GroupOutcome((True, False)))])
+        [0.5]
+    """
+    fn = PROPOSER_REWARDS[name]
+    batch = getattr(fn, "batch", None)
+    return [float(r) for r in batch(xs)] if batch else [float(fn(x)) for x in xs]
+
+
+DR_FREE_SHORTCUTS = ("closed_book", "source_only", "one_shot", "per_hop")  # the full set B (Eq. 5)
+
+
+def _register_dr_free(name: str, kept: tuple, doc: str) -> None:
+    def reward(x: ProposerInputs) -> float:
+        return _dr_free(x, kept)
+
+    reward.__doc__ = doc
+    reward.batch = lambda xs: _dr_free_many(xs, kept)
+    PROPOSER_REWARDS.register(name)(rollout_free(reward))
+
+
+_register_dr_free("dr_free", DR_FREE_SHORTCUTS,
+                  "Dr. Free (seed 002, Eq. 5): max(0, Delta_B) over the full shortcut set B (closed-book, "
+                  "source-only, one-shot, per-hop); reads no solver outcome. See :mod:`workbench.method.drfree`.")
+dr_free = PROPOSER_REWARDS["dr_free"]
 
 
 def _register_leave_one_out(left_out: str) -> None:
     """Table 3's leave-one-shortcut-type-out rows as registry names ``dr_free_wo_<type>``."""
-    kept = tuple(s for s in ("closed_book", "source_only", "one_shot", "per_hop") if s != left_out)
-
-    def reward(x: ProposerInputs) -> float:
-        return _dr_free(x, kept)
-
-    reward.__doc__ = f"Dr. Free without the {left_out} shortcut (seed 002, Table 3's ablation)."
-    PROPOSER_REWARDS.register(f"dr_free_wo_{left_out}")(reward)
+    _register_dr_free(f"dr_free_wo_{left_out}", tuple(s for s in DR_FREE_SHORTCUTS if s != left_out),
+                      f"Dr. Free without the {left_out} shortcut (seed 002, Table 3's ablation).")
 
 
-for _left_out in ("closed_book", "source_only", "one_shot", "per_hop"):
+for _left_out in DR_FREE_SHORTCUTS:
     _register_leave_one_out(_left_out)
+
+
+@PROPOSER_REWARDS.register("dr_free_plus_dr_zero")
+def dr_free_plus_dr_zero(x: ProposerInputs) -> float:
+    """Seed 002, Table 2's "IG + Difficulty" row: the information-gain reward plus the pass-rate
+    difficulty reward (``dr_zero``). Their sum is ours (the paper says "combines both rewards");
+    it reads the solver's outcomes, so it takes the rollout path like Eq. 10."""
+    return _dr_free(x, DR_FREE_SHORTCUTS) + dr_zero(x)
 
 
 @SOLVER_REWARDS.register("exact_match")

@@ -58,7 +58,7 @@ def ensure_world(con, cfg: Config) -> None:
     if con.execute("SELECT count(*) FROM chains WHERE run IS NULL").fetchone()[0] == 0:
         p = cfg.pool
         build_pool(con, p.walks, p.min_hops, p.max_hops, seed=p.seed, functional_only=p.functional_only,
-                   unique_grounding=p.unique_grounding)
+                   unique_grounding=p.unique_grounding, retrieval_verify=p.retrieval_verify, hop_ratio=p.hop_ratio)
 
 
 def check_run_name(run) -> str:

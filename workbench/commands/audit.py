@@ -1,0 +1,49 @@
+"""``workbench audit shortcuts``: seed 002's gold-blind shortcut audit of runs' generated questions (Table 5)."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.commands import add_db, existing_db
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("audit", help="audits of generated questions (Dr. Free's shortcut audit)")
+    audits = parser.add_subparsers(dest="audit", metavar="AUDIT", required=True)
+    p = audits.add_parser(
+        "shortcuts", help="share of a run's generated questions answerable from a shortcut context alone",
+        description="Seed 002, Table 5: for N generated questions per run, whether a judge answers each from "
+                    "the closed-book, source-only, one-shot and single-component contexts alone (gold-blind; a "
+                    "match with the gold counts), with Wilson 95%% intervals and one-sided Fisher exact tests "
+                    "between runs. One judge for every run.")
+    add_db(p)
+    p.add_argument("--run", action="append", required=True, help="a run whose generated questions to audit, in "
+                   "--db, or RUN@STORE for a run in another store (repeat to compare runs; Fisher tests compare "
+                   "each pair)")
+    p.add_argument("--n", type=int, default=100, help="questions per run (default 100, as the paper)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--judge", default=None, help="judge model (default: the first run's best checkpoint)")
+    p.add_argument("--preset", default="tiny", help="whose retriever the one-shot shortcut uses")
+    p.add_argument("--figure", default="audit_shortcuts", help="figure name under figures/ ('' for none)")
+    p.set_defaults(func=run_shortcuts)
+
+
+def run_shortcuts(args: argparse.Namespace) -> int:
+    from workbench.method.shortcut_audit import audit_store
+
+    db = existing_db(args) if any("@" not in r for r in args.run) else None  # RUN@STORE names its own store
+    out = audit_store(db, args.run, n=args.n, seed=args.seed, judge=args.judge, preset=args.preset)
+    shares = out["shares"].copy()
+    for col in ("share", "lo", "hi"):
+        shares[col] = (100 * shares[col]).round(1)
+    print(f"judge: {out['judge']}")
+    print(shares.to_string(index=False))
+    if len(out["tests"]):
+        print("\none-sided Fisher exact p (run's rate below vs's):")
+        print(out["tests"].pivot_table(index=["run", "vs"], columns="shortcut", values="p_less").to_string(
+            float_format=lambda p: f"{p:.3g}"))
+    if args.figure:
+        from workbench import figures
+
+        figures.save_fig(figures.shortcut_audit(out["shares"]), args.figure)
+    return 0
