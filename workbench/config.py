@@ -139,6 +139,16 @@ class MethodConfig:
     path_eta: float = 0.5  # M_bridge discount; ours
     path_eps: float = 0.01  # Eq. 9 smoothing; ours
     seed: int = 0
+    # DynaSearcher (seed 003; method/multireward.py, search/kg_search.py)
+    kg_tool: str = ""  # the <kg_search> tool offered to the solver: "on" | "off"; "" = the method's (methods.py)
+    kg_filter: str = "overlap"  # the KG filter module: overlap (deterministic, the tiny tier) | llm (the policy judges) | none; the paper: an LLM
+    kg_max_triples: int = 4  # ours: triples one KG search returns after the filter
+    kg_min_similarity: float = 0.75  # ours: the fuzzy matcher's lowest accepted name similarity (difflib ratio)
+    mr_alpha: float = 0.5  # alpha of r_total = r_acc + alpha (r_recall + r_penalty), paper
+    mr_gamma: float = 0.9  # gamma of r_penalty = gamma^(t-i) beta, paper
+    mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
+    mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
+    mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
 
 
 @dataclass(frozen=True)
@@ -219,6 +229,8 @@ def _one_of(*names):
 GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 POOL_SAMPLING = ("evidence", "uniform")
+KG_TOOL = ("", "off", "on")  # "" = the method's
+KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
 INDEXES = ("bm25", "dense")
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
@@ -270,6 +282,15 @@ RULES: dict[str, tuple] = {
                  "path_order", "path_text", "path_cooccur", "path_eta")},
     **{f"method.{k}": (lambda v, _: bool(v.strip()), "a non-empty dataset name")
        for k in ("seed_dataset", "val_dataset")},
+    "method.kg_tool": (_one_of(*KG_TOOL), f"one of {list(KG_TOOL)} ('' = the method's)"),
+    "method.kg_filter": (_one_of(*KG_FILTERS), f"one of {list(KG_FILTERS)}"),
+    "method.kg_max_triples": (_at_least(1), "an integer >= 1"),
+    "method.kg_min_similarity": (_within(0, 1), "a similarity in [0, 1]"),
+    "method.mr_alpha": (_at_least(0), "a number >= 0"),
+    "method.mr_gamma": (_within(0, 1), "a decay in [0, 1]"),
+    "method.mr_beta": (lambda v, _: v <= 0, "a penalty <= 0"),
+    "method.mr_cover_em_weight": (_within(0, 1), "a weight in [0, 1]"),
+    "method.mr_format_penalty": (lambda v, _: v <= 0, "a penalty <= 0"),
 }
 
 
