@@ -231,8 +231,9 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         settings = backend_settings(cfg.rollout)
         policy = Policy.load(model_path, **{**settings, "backend": backend or settings["backend"]})
         search = SearchTool(con, index=index or cfg.search.index, topk=cfg.search.topk, model=cfg.search.dense_model)
+        kg = model_kg_tool(model_path, con, policy)
         start = time.perf_counter()
-        scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size)
+        scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size, kg=kg)
         seconds = time.perf_counter() - start
         with store.transaction(con):
             eval_id = make_eval_id(con, backbone, method, dataset, split)
@@ -243,10 +244,35 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         if log:
             log(f"{eval_id}: {len(scored)} questions in {seconds:.1f} s")
             log(format_summary(summarize(scored)))
+            if kg is not None:
+                log(f"  searches per question: document {scored['searches_doc'].mean():.2f}, "
+                    f"KG {scored['searches_kg'].mean():.2f}")
         return eval_id
     finally:
         if own:
             con.close()
+
+
+def model_kg_tool(model_path: str | Path, con, policy=None):
+    """The KG tool a model was trained with (DynaSearcher, seed 003: ``kg_tool`` in its
+    ``workbench.json``), rebuilt over ``con``; None for a model that never had it.
+
+    Example:
+        >>> model_kg_tool("no/such/model", None) is None
+        True
+    """
+    info_path = Path(model_path) / "workbench.json"
+    if not info_path.exists():
+        return None
+    settings = json.loads(info_path.read_text()).get("kg_tool")
+    if not settings:
+        return None
+    from workbench.config import MethodConfig
+    from workbench.method.loop import make_kg_tool
+
+    m = MethodConfig(kg_max_triples=int(settings["max_triples"]), kg_min_similarity=float(settings["min_similarity"]),
+                     kg_filter=settings.get("filter", "overlap"))
+    return make_kg_tool(con, m, policy)
 
 
 def format_summary(summary) -> str:

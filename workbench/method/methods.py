@@ -5,7 +5,7 @@ and one optimiser step per round; they differ only in the fields below.
 
 Example:
     >>> sorted(METHODS)
-    ['c1', 'c2', 'coevokg', 'search_r1', 'ssp']
+    ['c1', 'c2', 'coevokg', 'dynasearcher', 'dynasearcher_wo_kg', 'dynasearcher_wo_mr', 'search_r1', 'ssp']
     >>> method_spec("coevokg").write_back
     True
 """
@@ -25,6 +25,8 @@ class MethodSpec:
     entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
     leak_filter: the gate's deterministic no-leakage check (Eq. 6's 1[no leak]); section 4.5 adds
     "the no leakage quality gate" with C1, so the SSP row runs without it.
+    kg_tool: the solver is offered DynaSearcher's ``<kg_search>`` tool (seed 003) beside document
+    search; ``method.kg_tool`` overrides it.
     """
 
     name: str
@@ -34,6 +36,7 @@ class MethodSpec:
     write_back: bool
     label: str = ""
     leak_filter: bool = True
+    kg_tool: bool = False
 
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in (
@@ -42,7 +45,25 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
     MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
     MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),
+    # DynaSearcher (seed 003) trains on a fixed QA set, as Search-R1: the seed pool here. Its two
+    # ablations (the paper's "w/o KG" and "w/o MR" rows): no KG tool; r_acc alone as the reward.
+    MethodSpec("dynasearcher", "seed_pool", "dynasearcher", None, False, "DynaSearcher", kg_tool=True),
+    MethodSpec("dynasearcher_wo_kg", "seed_pool", "dynasearcher", None, False, "DynaSearcher w/o KG"),
+    MethodSpec("dynasearcher_wo_mr", "seed_pool", "dynasearcher_acc", None, False, "DynaSearcher w/o MR",
+               kg_tool=True),
 )}
+
+
+def uses_kg_tool(spec: MethodSpec, kg_tool: str = "") -> bool:
+    """Whether the solver is offered the KG tool: ``method.kg_tool`` ("on" | "off") when set, else the method's.
+
+    Example:
+        >>> uses_kg_tool(METHODS["dynasearcher"]), uses_kg_tool(METHODS["coevokg"]), uses_kg_tool(METHODS["coevokg"], "on")
+        (True, False, True)
+    """
+    if kg_tool not in ("", "on", "off"):
+        raise ValueError(f"method.kg_tool: expected '', 'on' or 'off', got {kg_tool!r}")
+    return spec.kg_tool if not kg_tool else kg_tool == "on"
 
 
 def method_name(name: str) -> str:
