@@ -1,4 +1,4 @@
-"""``workbench bench walks|retrieval|rollout|loop|server|gpu``: speed figures as JSON, ratios measured in one run."""
+"""``workbench bench walks|retrieval|rollout|loop|server|gpu|kgsearch``: speed figures as JSON, ratios measured in one run."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ BENCHES = {
                "retrieval server under load on loopback: keep-alive vs new connections, 50/200 clients"),
     "gpu": ("workbench.method.gpu_bench", "bench_gpu",
             "the GPU engine (CUDA): vLLM vs HF tokens/s against the HBM roofline, LoRA update step, a round's stages"),
+    "kgsearch": ("workbench.search.kg_bench", "bench_kgsearch",
+                 "DynaSearcher's KG search vs document search, in-process and through the server"),
 }
 
 
@@ -45,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "rollout":
             p.add_argument("--model", default=None, help="time this model (default: a random tiny model)")
             p.add_argument("--batch-sizes", dest="batch_sizes", type=int, nargs="+", default=None)
-        if name == "retrieval":
+        if name in ("retrieval", "kgsearch"):
             p.add_argument("--batch", type=int, default=256, help="queries per batched call (default 256)")
 
 

@@ -36,6 +36,8 @@ Example:
 from __future__ import annotations
 
 import difflib
+import functools
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -48,7 +50,7 @@ from workbench.scoring import normalize_answer
 
 FILTERS = ("llm", "none", "overlap")  # config.KG_FILTERS (tested equal: config cannot import search)
 MAX_CANDIDATES = 256  # ours: triples of one entity the filter sees (a Wikidata hub has thousands)
-SHORTLIST = 64  # ours: names sharing the most trigrams that the similarity ratio ranks
+SHORTLIST = 32  # ours: names sharing the most trigrams that the similarity ratio ranks
 # ours: words that say nothing about which triple is relevant (question words, copulas, prepositions)
 STOPWORDS = frozenset("in of by is was were are what which who whom whose where when did does do to for at on "
                       "from with and or as how many much it its this that".split())
@@ -138,23 +140,29 @@ class EntityMatcher:
             return None
         shortlist = sorted(shared, key=lambda i: (-shared[i], i))[:SHORTLIST]
         best, best_score = None, -1.0
-        for i in shortlist:  # in name order on ties: titles before aliases, lower ids first
-            score = difflib.SequenceMatcher(None, q, self.names[i], autojunk=False).ratio()
-            if score > best_score or (score == best_score and i < best):
+        matcher = difflib.SequenceMatcher(None, autojunk=False)
+        matcher.set_seq2(q)  # difflib caches what it learns about seq2: the query, fixed here
+        for i in sorted(shortlist):  # name order, so a tie keeps the first: titles before aliases, lower ids
+            matcher.set_seq1(self.names[i])
+            if matcher.real_quick_ratio() <= best_score or matcher.quick_ratio() <= best_score:
+                continue  # upper bounds of ratio(): this name cannot beat the best so far
+            score = matcher.ratio()
+            if score > best_score:
                 best, best_score = i, score
         if best_score < self.min_similarity:
             return None
         return int(self.ids[best]), round(best_score, 6)
 
 
-def content_words(text: str) -> set[str]:
-    """Normalised words of ``text`` less :data:`STOPWORDS`.
+@functools.lru_cache(maxsize=65536)
+def content_words(text: str) -> frozenset[str]:
+    """Normalised words of ``text`` less :data:`STOPWORDS` (cached: relation labels and names recur).
 
     Example:
         >>> sorted(content_words("In which year was Kavimo Rutel born?"))
         ['born', 'kavimo', 'rutel', 'year']
     """
-    return set(normalize_answer(text).split()) - STOPWORDS
+    return frozenset(normalize_answer(text).split()) - STOPWORDS
 
 
 def overlap_filter(triples: Sequence[Triple], question: str | None, entity_id: int, k: int) -> list[Triple]:
@@ -248,13 +256,13 @@ class KGSearch:
                                         np.asarray(edges["dst"], dtype=np.int64), codes.astype(np.int32))
         # incoming edges: the same rows sorted by (dst, relation, src)
         self.by_dst = np.lexsort((self.src, self.rel, self.dst)) if self.n_edges else np.zeros(0, dtype=np.int64)
+        self.dst_sorted = self.dst[self.by_dst]
 
     def triples(self, entity_id: int) -> list[Triple]:
         """The entity's outgoing then incoming triples, at most ``MAX_CANDIDATES``."""
         lo, hi = np.searchsorted(self.src, [entity_id, entity_id + 1])
         rows = list(range(lo, hi))
-        dst_sorted = self.dst[self.by_dst]
-        lo, hi = np.searchsorted(dst_sorted, [entity_id, entity_id + 1])
+        lo, hi = np.searchsorted(self.dst_sorted, [entity_id, entity_id + 1])
         rows += [int(i) for i in self.by_dst[lo:hi] if self.src[i] != entity_id]  # a self-loop once
         return [Triple(self.titles.get(int(self.src[i]), str(self.src[i])), str(self.relations[self.rel[i]]),
                        self.titles.get(int(self.dst[i]), str(self.dst[i])), int(self.src[i]), int(self.dst[i]))
@@ -317,3 +325,53 @@ class KGSearch:
         self.hits = self.misses = 0
 
     render = staticmethod(render)
+
+
+# ---------------------------------------------------------------- the server's /kg_search
+
+def hit_json(hit: KGHit) -> dict:
+    """A KGHit as ``/kg_search`` sends it (triples as [head, relation, tail, head_id, tail_id])."""
+    return {"query": hit.query, "entity_id": hit.entity_id, "title": hit.title, "score": hit.score,
+            "triples": [[t.head, t.relation, t.tail, t.head_id, t.tail_id] for t in hit.triples]}
+
+
+def hit_of_json(item: dict) -> KGHit:
+    """The inverse of :func:`hit_json`.
+
+    Example:
+        >>> h = KGHit("A", 1, "A", 1.0, (Triple("A", "born in", "B", 1, 2),))
+        >>> hit_of_json(hit_json(h)) == h
+        True
+    """
+    if not isinstance(item, dict) or "triples" not in item or "query" not in item:
+        raise ValueError(f"expected a KG hit with 'query' and 'triples', got {str(item)[:200]!r}")
+    entity = item.get("entity_id")
+    return KGHit(item["query"], None if entity is None else int(entity), item.get("title"), float(item.get("score", 0.0)),
+                 tuple(Triple(str(h), str(r), str(t), int(hi), int(ti)) for h, r, t, hi, ti in item["triples"]))
+
+
+def answer_kg(kg: KGSearch, queries: list[str], questions: list | None, topk: int | None) -> dict:
+    """The ``/kg_search`` response."""
+    return {"result": [hit_json(h) for h in kg.search(queries, questions, topk)]}
+
+
+def parse_kg_body(raw: bytes, limits) -> tuple[list[str], list | None, int | None]:
+    """(queries, questions, topk) of a ``/kg_search`` body, checked as ``/retrieve``'s is (the
+    server's ``parse_body``: size, JSON, query strings, topk bounds) plus ``questions``: null or one
+    string (or null) per query. Raises the server's RequestError.
+
+    Example:
+        >>> from workbench.search.server import Limits
+        >>> parse_kg_body(b'{"queries": ["Oslo"], "questions": ["Where is Oslo?"]}', Limits())
+        (['Oslo'], ['Where is Oslo?'], None)
+    """
+    from workbench.search.server import RequestError, parse_body
+
+    request = parse_body(raw, limits)
+    body = json.loads(raw)
+    questions = body.get("questions")
+    if questions is not None and (not isinstance(questions, list) or len(questions) != len(request.queries)
+                                  or not all(q is None or isinstance(q, str) for q in questions)):
+        raise RequestError(400, f'"questions" must be null or a list of {len(request.queries)} strings or nulls '
+                                "(one per query)")
+    return request.queries, questions, request.topk
