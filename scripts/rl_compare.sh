@@ -27,6 +27,9 @@ $wb world --preset "$preset" --seed 0 --db "$db" | tail -1
 $wb pool build --preset "$preset" --db "$db" --seed 0 | tail -1
 $wb warmstart --preset "$preset" --db "$db" --out "$S/base" > "$L/warmstart.log" 2>&1
 grep -v "Loading\|Writing" "$L/warmstart.log" | head -3 || true
+# DynaSearcher's KG warm start (its own cache key), once, before runs that are offered the KG tool
+case " $* " in *:dynasearcher:*|*:dynasearcher\ *|*:dynasearcher_wo_mr:*|*:dynasearcher_wo_mr\ *) $wb warmstart --kg --preset "$preset" --db "$db" > "$L/warmstart_kg.log" 2>&1
+  grep -v "Loading\|Writing" "$L/warmstart_kg.log" | tail -8 || true;; esac
 for spec in "$@"; do cp "$db" "$S/data/${spec%%:*}.duckdb"; done  # each run its own store (one writer per file)
 $wb eval --db "$db" --model "$S/base" --dataset tinyworld --limit "$limit" --preset "$preset" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
 gpus=(${GPUS:-}); i=0

@@ -39,6 +39,11 @@ def configuration(spec: str) -> str:
     return " ".join([method, *sorted(kept)])
 
 
+def macro_f1(frame) -> float:
+    """Test F1 in points, the unweighted mean over question families."""
+    return 100 * float(frame.groupby("family").f1.mean().mean())
+
+
 def main(scratch: Path, out: Path, specs: list[str]) -> None:
     names = [spec.split(":")[0] for spec in specs]
     metrics = {}
@@ -51,6 +56,7 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
 
     base = stored_outcomes(scratch / "data" / "_base.duckdb")
     by_config: dict[str, list[float]] = {}
+    f1_by_config: dict[str, list[float]] = {}
     for name, spec in zip(names, specs):
         try:
             run = stored_outcomes(scratch / "data" / f"{name}.duckdb")
@@ -59,11 +65,18 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             continue
         print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
         by_config.setdefault(configuration(spec), []).append(macro_em(run))
+        f1_by_config.setdefault(configuration(spec), []).append(macro_f1(run))
     if any(len(v) > 1 for v in by_config.values()):
         reference = "coevokg" if "coevokg" in by_config else next(
             (c for c in by_config if c.split()[0] == "coevokg"), None)
         print(f"\nmacro EM over seeds (base {macro_em(base):.1f}; diff and Welch p against {reference}):")
         print(across_seeds(by_config, reference=reference).round(3).to_string())
+        print(f"\nmacro F1 over seeds (base {macro_f1(base):.1f}; diff and Welch p against {reference}):")
+        print(across_seeds(f1_by_config, reference=reference).round(3).to_string())
+        if "dynasearcher" in by_config:  # seed 003's ablation rows against DynaSearcher itself
+            for name, table in (("EM", by_config), ("F1", f1_by_config)):
+                print(f"\nmacro {name} over seeds, diff and Welch p against dynasearcher:")
+                print(across_seeds(table, reference="dynasearcher").round(3).to_string())
 
 
 if __name__ == "__main__":
