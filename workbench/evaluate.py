@@ -244,9 +244,7 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         if log:
             log(f"{eval_id}: {len(scored)} questions in {seconds:.1f} s")
             log(format_summary(summarize(scored)))
-            # searches per question by tool: DynaSearcher's efficiency claim, comparable across methods
-            log(f"  searches per question: document {scored['searches_doc'].mean():.2f}, "
-                f"KG {scored['searches_kg'].mean():.2f}")
+            log(format_searches(scored))
         return eval_id
     finally:
         if own:
@@ -273,6 +271,21 @@ def model_kg_tool(model_path: str | Path, con, policy=None):
     m = MethodConfig(kg_max_triples=int(settings["max_triples"]), kg_min_similarity=float(settings["min_similarity"]),
                      kg_filter=settings.get("filter", "overlap"))
     return make_kg_tool(con, m, policy)
+
+
+def format_searches(scored) -> str:
+    """Searches per question by family and tool (document / KG) of a ``score_questions`` frame:
+    DynaSearcher's efficiency claim (seed 003), comparable across methods.
+
+    Example:
+        >>> import pandas as pd
+        >>> print(format_searches(pd.DataFrame({"family": ["a", "a", "b"], "searches_doc": [1, 2, 0],
+        ...                                     "searches_kg": [0, 1, 1]})))
+          searches per question (document / KG): a 1.50 / 0.50, b 0.00 / 1.00; all 1.00 / 0.67
+    """
+    parts = [f"{f} {g.searches_doc.mean():.2f} / {g.searches_kg.mean():.2f}" for f, g in scored.groupby("family")]
+    return (f"  searches per question (document / KG): {', '.join(parts)}; "
+            f"all {scored.searches_doc.mean():.2f} / {scored.searches_kg.mean():.2f}")
 
 
 def format_summary(summary) -> str:

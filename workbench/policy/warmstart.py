@@ -605,8 +605,8 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
             "tool_use": tool_use(scored), "demo_tool_calls": demo_tool_calls(demos),
             "seconds": {"demos": t_demos, "sft": t_sft, "total": time.perf_counter() - start},
             "threads": torch.get_num_threads()}
-    if kg is not None:
-        meta["kg_tool"] = kg
+    if kg is not None:  # its own evaluation label (tiny/base_kg/...), beside the default base's
+        meta["kg_tool"], meta["method"] = kg, "base_kg"
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
     try:
