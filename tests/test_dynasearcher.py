@@ -281,3 +281,39 @@ def test_dynasearcher_rounds_log_every_term(tmp_path):
         assert keys <= set(row) and {"searches_doc", "searches_kg", "over_hops_rate"} <= set(row)
         expected = row["mr_total"] if method == "dynasearcher" else row["mr_format"] + row["mr_ans"]
         assert row["solver_reward"] == pytest.approx(expected)
+
+
+def test_the_llm_filter_runs_with_a_real_policy_as_judge(kg_policy, con):
+    from workbench.method.loop import make_kg_tool
+
+    policy, _, _ = kg_policy
+    kg = make_kg_tool(con, MethodConfig(kg_filter="llm", kg_max_triples=2), policy)
+    kg.use_cache = False
+    first = kg.search(["Kavimo Rutel"], [QUESTION])[0]
+    candidates = set(K.KGSearch(con, filter="none", max_triples=10).search(["Kavimo Rutel"])[0].triples)
+    assert set(first.triples) <= candidates and len(first.triples) <= 2
+    assert kg.search(["Kavimo Rutel"], [QUESTION])[0] == first  # greedy: the same choice again
+
+
+def test_the_kg_warm_start_has_its_own_key_label_and_tags(tmp_path, monkeypatch):
+    import json
+
+    from workbench.kg.tinyworld import build_world
+    from workbench.policy.model import Policy
+    from workbench.policy.warmstart import warmstart
+
+    monkeypatch.setenv("WORKBENCH_DATA", str(tmp_path / "data"))
+    c = store.connect(tmp_path / "w.duckdb")
+    build_world(c, preset="smoke")
+    cfg = preset("smoke", **{"backbone.sft_steps": 2})
+    path = warmstart(c, cfg, log=None, val_per_family=1, kg_tool={"max_triples": 3, "min_similarity": 0.8})
+    meta = json.loads((path / "workbench.json").read_text())
+    assert meta["method"] == "base_kg" and meta["kg_tool"] == {"max_triples": 3, "min_similarity": 0.8,
+                                                               "filter": "overlap"}
+    assert sum(r["kg"] for r in meta["demo_tool_calls"].values()) > 0
+    assert set(meta["tool_use"]) == {"single_hop", "two_hop", "three_hop", "comparison", "bridge"}
+    tok = Policy.load(path).tokenizer
+    assert tok.convert_ids_to_tokens(tok("<kg_search> A </kg_search>")["input_ids"])[0] == "<kg_search>"
+    default = warmstart(c, cfg, log=None, val_per_family=1)
+    assert default.name != path.name and "kg_tool" not in json.loads((default / "workbench.json").read_text())
+    c.close()

@@ -286,7 +286,8 @@ def make_verifier(name: str, policy, max_new_tokens: int = 256):
         return OpenGate()
     if name == "llm":
         def judge(prompt: str) -> str:
-            (out,) = policy.generate([policy.chat_prompt(prompt)], max_new_tokens=max_new_tokens, temperature=0.0)
+            (out,) = policy.generate([policy.chat_prompt(prompt)], max_new_tokens=max_new_tokens, temperature=0.0,
+                                     top_p=1.0)
             return out.text
         return LLMVerifier(judge)
     raise ValueError(f"method.verifier: unknown verifier {name!r}; expected one of ['llm', 'open', 'structural']")
@@ -310,7 +311,8 @@ def make_kg_tool(con, method_cfg, policy=None):
             raise ValueError("method.kg_filter='llm' needs the policy to judge the triples")
 
         def judge(prompts: list[str]) -> list[str]:
-            outs = policy.generate([policy.chat_prompt(p) for p in prompts], max_new_tokens=32, temperature=0.0)
+            outs = policy.generate([policy.chat_prompt(p) for p in prompts], max_new_tokens=32, temperature=0.0,
+                                   top_p=1.0)
             return [o.text for o in outs]
     return KGSearch(con, method_cfg.kg_max_triples, method_cfg.kg_min_similarity, method_cfg.kg_filter, judge)
 
