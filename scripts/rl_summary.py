@@ -7,6 +7,7 @@ SCRATCH/logs/metrics_<name>.json; writes OUT/metrics.json and prints the tables.
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -44,6 +45,16 @@ def macro_f1(frame) -> float:
     return 100 * float(frame.groupby("family").f1.mean().mean())
 
 
+def searches(scratch: Path, name: str) -> tuple[float, float] | None:
+    """(document, KG) searches per test question from a run's eval log (``evaluate``'s line), or None."""
+    try:
+        found = re.search(r"searches per question .*; all ([0-9.]+) / ([0-9.]+)",
+                          (scratch / "logs" / f"eval_{name}.txt").read_text())
+    except OSError:
+        return None
+    return (float(found.group(1)), float(found.group(2))) if found else None
+
+
 def main(scratch: Path, out: Path, specs: list[str]) -> None:
     names = [spec.split(":")[0] for spec in specs]
     metrics = {}
@@ -57,6 +68,7 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
     base = stored_outcomes(scratch / "data" / "_base.duckdb")
     by_config: dict[str, list[float]] = {}
     f1_by_config: dict[str, list[float]] = {}
+    searches_by_config: dict[str, list[tuple[float, float]]] = {}
     for name, spec in zip(names, specs):
         try:
             run = stored_outcomes(scratch / "data" / f"{name}.duckdb")
@@ -66,6 +78,8 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
         print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
         by_config.setdefault(configuration(spec), []).append(macro_em(run))
         f1_by_config.setdefault(configuration(spec), []).append(macro_f1(run))
+        if searches(scratch, name) is not None:
+            searches_by_config.setdefault(configuration(spec), []).append(searches(scratch, name))
     if any(len(v) > 1 for v in by_config.values()):
         reference = "coevokg" if "coevokg" in by_config else next(
             (c for c in by_config if c.split()[0] == "coevokg"), None)
@@ -77,6 +91,11 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             for name, table in (("EM", by_config), ("F1", f1_by_config)):
                 print(f"\nmacro {name} over seeds, diff and Welch p against dynasearcher:")
                 print(across_seeds(table, reference="dynasearcher").round(3).to_string())
+    if searches_by_config:
+        print("\nsearches per test question, mean over seeds (document / KG):")
+        for config, values in searches_by_config.items():
+            doc, kg = (sum(v[i] for v in values) / len(values) for i in (0, 1))
+            print(f"  {config:<40} {doc:.2f} / {kg:.2f}  (n={len(values)})")
 
 
 if __name__ == "__main__":
