@@ -8,6 +8,7 @@ SCRATCH/logs/metrics_<name>.json; writes OUT/metrics.json and prints the tables.
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -55,6 +56,21 @@ def configuration(spec: str) -> str:
     return " ".join([method, *sorted(kept)])
 
 
+def macro_f1(frame) -> float:
+    """Test F1 in points, the unweighted mean over question families."""
+    return 100 * float(frame.groupby("family").f1.mean().mean())
+
+
+def searches(scratch: Path, name: str) -> tuple[float, float] | None:
+    """(document, KG) searches per test question from a run's eval log (``evaluate``'s line), or None."""
+    try:
+        found = re.search(r"searches per question .*; all ([0-9.]+) / ([0-9.]+)",
+                          (scratch / "logs" / f"eval_{name}.txt").read_text())
+    except OSError:
+        return None
+    return (float(found.group(1)), float(found.group(2))) if found else None
+
+
 def main(scratch: Path, out: Path, specs: list[str]) -> None:
     names = [spec.split(":")[0] for spec in specs]
     metrics = {}
@@ -68,6 +84,8 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
     base = stored_outcomes(scratch / "data" / "_base.duckdb")
     by_config: dict[str, list[float]] = {}
     by_config_f1: dict[str, list[float]] = {}
+    f1_by_config: dict[str, list[float]] = {}
+    searches_by_config: dict[str, list[tuple[float, float]]] = {}
     for name, spec in zip(names, specs):
         try:
             run = stored_outcomes(scratch / "data" / f"{name}.duckdb")
@@ -80,6 +98,9 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
         if f1 is not None:  # EoG's answer-set questions: EM is Hit@1; set F1 beside it
             print(f"{name}: macro set F1 {f1:.1f}")
             by_config_f1.setdefault(configuration(spec), []).append(f1)
+        f1_by_config.setdefault(configuration(spec), []).append(macro_f1(run))
+        if searches(scratch, name) is not None:
+            searches_by_config.setdefault(configuration(spec), []).append(searches(scratch, name))
     if any(len(v) > 1 for v in by_config.values()):
         # REFERENCE (environment) names the configuration to test against, e.g. drfree for Table 3's rows
         reference = os.environ.get("REFERENCE") or ("coevokg" if "coevokg" in by_config else next(
@@ -89,6 +110,17 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
         if by_config_f1:
             print(f"\nmacro set F1 over seeds (diff and Welch p against {reference}):")
             print(across_seeds(by_config_f1, reference=reference).round(3).to_string())
+        print(f"\nmacro F1 over seeds (base {macro_f1(base):.1f}; diff and Welch p against {reference}):")
+        print(across_seeds(f1_by_config, reference=reference).round(3).to_string())
+        if "dynasearcher" in by_config:  # seed 003's ablation rows against DynaSearcher itself
+            for name, table in (("EM", by_config), ("F1", f1_by_config)):
+                print(f"\nmacro {name} over seeds, diff and Welch p against dynasearcher:")
+                print(across_seeds(table, reference="dynasearcher").round(3).to_string())
+    if searches_by_config:
+        print("\nsearches per test question, mean over seeds (document / KG):")
+        for config, values in searches_by_config.items():
+            doc, kg = (sum(v[i] for v in values) / len(values) for i in (0, 1))
+            print(f"  {config:<40} {doc:.2f} / {kg:.2f}  (n={len(values)})")
 
 
 if __name__ == "__main__":

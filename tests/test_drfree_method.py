@@ -6,7 +6,6 @@ import dataclasses
 import math
 
 import pytest
-import torch
 
 from workbench import store
 from workbench.config import preset

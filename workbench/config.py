@@ -159,6 +159,16 @@ class MethodConfig:
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
     drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
+    # DynaSearcher (seed 003; method/multireward.py, search/kg_search.py)
+    kg_tool: str = ""  # the <kg_search> tool offered to the solver: "on" | "off"; "" = the method's (methods.py)
+    kg_filter: str = "overlap"  # the KG filter module: overlap (deterministic, the tiny tier) | llm (the policy judges) | none; the paper: an LLM
+    kg_max_triples: int = 4  # ours: triples one KG search returns after the filter
+    kg_min_similarity: float = 0.75  # ours: the fuzzy matcher's lowest accepted name similarity (difflib ratio)
+    mr_alpha: float = 0.5  # alpha of r_total = r_acc + alpha (r_recall + r_penalty), paper
+    mr_gamma: float = 0.9  # gamma of r_penalty = gamma^(t-i) beta, paper
+    mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
+    mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
+    mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,8 @@ def _one_of(*names):
 GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 POOL_SAMPLING = ("evidence", "uniform")
+KG_TOOL = ("", "off", "on")  # "" = the method's
+KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
 INDEXES = ("bm25", "dense")
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
@@ -303,6 +315,15 @@ RULES: dict[str, tuple] = {
     "method.drfree_micro_batch": (_at_least(1), "an integer >= 1"),
     "pool.hop_ratio": (lambda v, s: _hop_ratio_ok(v, s), "'' or one positive weight per hop count from pool.min_hops "
                        "to pool.max_hops, joined by ':' (e.g. '1:1:1' for 2-4 hops)"),
+    "method.kg_tool": (_one_of(*KG_TOOL), f"one of {list(KG_TOOL)} ('' = the method's)"),
+    "method.kg_filter": (_one_of(*KG_FILTERS), f"one of {list(KG_FILTERS)}"),
+    "method.kg_max_triples": (_at_least(1), "an integer >= 1"),
+    "method.kg_min_similarity": (_within(0, 1), "a similarity in [0, 1]"),
+    "method.mr_alpha": (_at_least(0), "a number >= 0"),
+    "method.mr_gamma": (_within(0, 1), "a decay in [0, 1]"),
+    "method.mr_beta": (lambda v, _: v <= 0, "a penalty <= 0"),
+    "method.mr_cover_em_weight": (_within(0, 1), "a weight in [0, 1]"),
+    "method.mr_format_penalty": (lambda v, _: v <= 0, "a penalty <= 0"),
 }
 
 

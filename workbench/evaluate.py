@@ -239,8 +239,9 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         settings = backend_settings(cfg.rollout)
         policy = Policy.load(model_path, **{**settings, "backend": backend or settings["backend"]})
         search = make_retriever(con, cfg.search, index=index)
+        kg = model_kg_tool(model_path, con, policy)
         start = time.perf_counter()
-        scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size)
+        scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size, kg=kg)
         seconds = time.perf_counter() - start
         with store.transaction(con):
             eval_id = make_eval_id(con, backbone, method, dataset, split)
@@ -253,10 +254,48 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
             log(format_summary(summarize(scored)))
             if dataset == topology_qa.DATASET:
                 log(format_set_scores(set_scores(con, eval_id)))
+            log(format_searches(scored))
         return eval_id
     finally:
         if own:
             con.close()
+
+
+def model_kg_tool(model_path: str | Path, con, policy=None):
+    """The KG tool a model was trained with (DynaSearcher, seed 003: ``kg_tool`` in its
+    ``workbench.json``), rebuilt over ``con``; None for a model that never had it.
+
+    Example:
+        >>> model_kg_tool("no/such/model", None) is None
+        True
+    """
+    info_path = Path(model_path) / "workbench.json"
+    if not info_path.exists():
+        return None
+    settings = json.loads(info_path.read_text()).get("kg_tool")
+    if not settings:
+        return None
+    from workbench.config import MethodConfig
+    from workbench.method.loop import make_kg_tool
+
+    m = MethodConfig(kg_max_triples=int(settings["max_triples"]), kg_min_similarity=float(settings["min_similarity"]),
+                     kg_filter=settings.get("filter", "overlap"))
+    return make_kg_tool(con, m, policy)
+
+
+def format_searches(scored) -> str:
+    """Searches per question by family and tool (document / KG) of a ``score_questions`` frame:
+    DynaSearcher's efficiency claim (seed 003), comparable across methods.
+
+    Example:
+        >>> import pandas as pd
+        >>> print(format_searches(pd.DataFrame({"family": ["a", "a", "b"], "searches_doc": [1, 2, 0],
+        ...                                     "searches_kg": [0, 1, 1]})))
+          searches per question (document / KG): a 1.50 / 0.50, b 0.00 / 1.00; all 1.00 / 0.67
+    """
+    parts = [f"{f} {g.searches_doc.mean():.2f} / {g.searches_kg.mean():.2f}" for f, g in scored.groupby("family")]
+    return (f"  searches per question (document / KG): {', '.join(parts)}; "
+            f"all {scored.searches_doc.mean():.2f} / {scored.searches_kg.mean():.2f}")
 
 
 def format_summary(summary) -> str:

@@ -58,9 +58,10 @@ def store_path(db: str, preset: str) -> str:
     return db or str(paths.default_db(preset))
 
 
-def warm_start(con, cfg, seed: int = 0) -> Path:
+def warm_start(con, cfg, seed: int = 0, kg_tool: dict | None = None) -> Path:
     """The preset's warm start (``policy.warmstart.warmstart``), reused from the cache, or trained
     here with a text bar that moves through its stages (the first smoke run trains it).
+    ``kg_tool``: the KG-tool warm start of DynaSearcher (``method.train.kg_warmstart``).
 
     Example:
         >>> # base = warm_start(con, config.preset("smoke"))
@@ -68,7 +69,7 @@ def warm_start(con, cfg, seed: int = 0) -> Path:
     from workbench.method.progress import WarmStartProgress
     from workbench.policy.warmstart import warmstart
 
-    return warmstart(con, preset=cfg, seed=seed, log=WarmStartProgress(cfg.backbone.sft_steps))
+    return warmstart(con, preset=cfg, seed=seed, log=WarmStartProgress(cfg.backbone.sft_steps), kg_tool=kg_tool)
 
 
 def as_table(mapping: dict, value: str = "value"):

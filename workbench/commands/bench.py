@@ -1,4 +1,4 @@
-"""``workbench bench walks|retrieval|rollout|loop|server|gpu|topology|drfree``: speed figures as JSON, ratios measured in one run."""
+"""``workbench bench walks|retrieval|rollout|loop|server|gpu|topology|drfree|kgsearch``: speed figures as JSON, ratios measured in one run."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ BENCHES = {
                "Dr. Free's information-gain scoring vs the difficulty reward's G solver rollouts per candidate"),
     "gpu": ("workbench.method.gpu_bench", "bench_gpu",
             "the GPU engine (CUDA): vLLM vs HF tokens/s against the HBM roofline, LoRA update step, a round's stages"),
+    "kgsearch": ("workbench.search.kg_bench", "bench_kgsearch",
+                 "DynaSearcher's KG search vs document search, in-process and through the server"),
 }
 
 
@@ -57,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "rollout":
             p.add_argument("--model", default=None, help="time this model (default: a random tiny model)")
             p.add_argument("--batch-sizes", dest="batch_sizes", type=int, nargs="+", default=None)
-        if name == "retrieval":
+        if name in ("retrieval", "kgsearch"):
             p.add_argument("--batch", type=int, default=256, help="queries per batched call (default 256)")
 
 

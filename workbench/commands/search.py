@@ -41,6 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=Limits.timeout,
                    help=f"seconds for a request's headers, for its whole body (else HTTP 408) and for an "
                         f"idle connection (default {Limits.timeout:g})")
+    p.add_argument("--kg", action="store_true",
+                   help="also serve DynaSearcher's KG search on POST /kg_search (the store's entities, aliases, edges)")
+    p.add_argument("--kg-max-triples", dest="kg_max_triples", type=int, default=4,
+                   help="triples a KG search returns by default (default 4, as method.kg_max_triples)")
     p.set_defaults(func=_serve)
 
 
@@ -78,8 +82,14 @@ def _serve(args: argparse.Namespace) -> int:
     # Limits first: a bad flag is one clear line before any index is loaded.
     limits = asdict(Limits(max_body=args.max_body, max_queries=args.max_queries, max_topk=args.max_topk,
                            timeout=args.timeout))
-    server = make_server(_tool(args, args.topk), args.host, args.port, **limits)
-    print(f"serving {args.index} retrieval over {db_path(args)} at {url_of(server)} (Ctrl-C stops)", flush=True)
+    kg = None
+    if args.kg:
+        from workbench.search.kg_search import KGSearch
+
+        kg = KGSearch(existing_db(args, "build a world or import a source first"), max_triples=args.kg_max_triples)
+    server = make_server(_tool(args, args.topk), args.host, args.port, kg=kg, **limits)
+    print(f"serving {args.index} retrieval over {db_path(args)} at {url_of(server)}"
+          + (" and KG search at /kg_search" if kg else "") + " (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

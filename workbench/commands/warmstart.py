@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="val questions per family for the report (default: 40)")
     p.add_argument("--retrain", action="store_true",
                    help="train here even when the cache or the repository (data/pretrained/) holds this warm start")
+    p.add_argument("--kg", action="store_true",
+                   help="DynaSearcher's warm start: demonstrations that use the KG tool too (its own cache key; "
+                        "the KG tool's settings from method.kg_max_triples, method.kg_min_similarity)")
     add_set(p)
     p.set_defaults(func=run)
 
@@ -36,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     if args.steps is not None:
         settings["backbone.sft_steps"] = args.steps
     cfg = preset(args.preset, **settings)
+    kg = {"max_triples": cfg.method.kg_max_triples, "min_similarity": cfg.method.kg_min_similarity} if args.kg else None
     path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,
-                     val_per_family=args.val_per_family or VAL_PER_FAMILY, retrain=args.retrain)
+                     val_per_family=args.val_per_family or VAL_PER_FAMILY, retrain=args.retrain, kg_tool=kg)
     meta = json.loads((Path(path) / "workbench.json").read_text())
     print(path)
     print(f"train loss {meta['train_loss_first']:.3f} -> {meta['train_loss_last']:.3f} "
@@ -46,4 +50,8 @@ def run(args: argparse.Namespace) -> int:
     print("val EM (greedy) per family:")
     for family, v in meta["val_em"].items():
         print(f"  {family:<12} n={v['n']:<5} EM {100 * v['em']:5.1f}  [{100 * v['low']:5.1f}, {100 * v['high']:5.1f}]")
+    if "tool_use" in meta:
+        print("searches per val question (greedy), document / KG:")
+        for family, v in meta["tool_use"].items():
+            print(f"  {family:<12} {v['doc']:.2f} / {v['kg']:.2f}")
     return 0

@@ -39,7 +39,7 @@ from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
-from workbench.method.methods import MethodSpec
+from workbench.method.methods import MethodSpec, uses_kg_tool
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
 from workbench.policy.rollout import Trajectory, batch_tensors, rollout
@@ -103,6 +103,7 @@ class TrajectoryScore:
     s_path: float
     passed: bool
     reward: float
+    terms: dict | None = field(default=None, repr=False, compare=False)  # a multi-term reward's terms (seed 003)
 
 
 @dataclass
@@ -123,6 +124,7 @@ class RoundResult:
     update: dict
     timings: dict = field(default_factory=dict)
     search_cache_hit_rate: float = 0.0
+    kg_tool: bool = False  # the solver was offered the KG tool (DynaSearcher): its tool use is logged
 
     @property
     def rollouts(self) -> list[Rollout]:
@@ -165,17 +167,44 @@ class RoundResult:
             "response_length": float(np.mean([r.trajectory.n_generated for r in self.rollouts])),
             "search_cache_hit_rate": self.search_cache_hit_rate,
             **eog.curriculum_metrics(self.tasks),  # EoG's Fig. 7 counts; nothing for other task sources
+            **tool_use_metrics(self.rollouts, self.kg_tool),
         }
+
+
+MULTI_REWARD_TERMS = ("format", "f1", "cover_em", "ans", "recall", "penalty", "total")
+
+
+def tool_use_metrics(rollouts: list[Rollout], kg_tool: bool) -> dict:
+    """DynaSearcher's per-round keys (seed 003): the mean of each multi-reward term (``mr_format``,
+    ``mr_f1``, ``mr_cover_em``, ``mr_ans``, ``mr_recall``, ``mr_penalty``, ``mr_total``), searches
+    per rollout by tool and the share of rollouts over the gold hop count. Empty for a round whose
+    reward has no terms and whose solver had no KG tool, so other methods' metrics are unchanged.
+
+    Example:
+        >>> tool_use_metrics([], kg_tool=False)
+        {}
+    """
+    scored = [r.score.terms for r in rollouts if r.score is not None and r.score.terms is not None]
+    if not rollouts or (not kg_tool and not scored):
+        return {}
+    out = {}
+    if scored:
+        out = {f"mr_{k}": float(np.mean([t[k] for t in scored])) for k in MULTI_REWARD_TERMS}
+        out["over_hops_rate"] = float(np.mean([t["over_hops"] for t in scored]))
+    out["searches_doc"] = float(np.mean([len(r.trajectory.queries) for r in rollouts]))
+    out["searches_kg"] = float(np.mean([len(r.trajectory.kg_queries) for r in rollouts]))
+    return out
 
 
 def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str], graph: EvidenceGraph,
                      reward_fn=R.SOLVER_REWARDS["coevokg"], beta: float = R.BETA_PATH, slot: Slot | None = None,
-                     path: list[int] | None = None) -> TrajectoryScore:
+                     path: list[int] | None = None, config=None) -> TrajectoryScore:
     """Score one trajectory as the loop does: exact match, the extracted path (Eq. 8) over the
     entities in ``titles`` (the retrieved ones plus the candidate answer entities), its support
     against G_t (Eq. 9), and the solver reward (Eq. 7, or the method's ``reward_fn``, a
-    ``rewards.SOLVER_REWARDS`` entry). ``path`` given (the LLM extractor's, ``llm_judges``) replaces
-    the deterministic extraction.
+    ``rewards.SOLVER_REWARDS`` entry; one with ``terms``, as DynaSearcher's, keeps them in the
+    score). ``path`` given (the LLM extractor's, ``llm_judges``) replaces the deterministic
+    extraction; ``config`` is the run's MethodConfig (rewards with parameters of their own read it).
 
     Example:
         >>> from workbench.method.path_support import PathSupportParams
@@ -188,8 +217,10 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
     path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer) if path is None else path
     verdict = graph.path_support(path) if len(path) >= 2 else None
     s_path = verdict.s_path if verdict else 0.0
-    reward = reward_fn(R.SolverInputs(r_ans, s_path, beta, traj, slot))
-    return TrajectoryScore(r_ans, path, s_path, bool(verdict and verdict.passed), reward)
+    inputs = R.SolverInputs(r_ans, s_path, beta, traj, slot, config)
+    terms = reward_fn.terms(inputs) if hasattr(reward_fn, "terms") else None
+    reward = terms["total"] if terms is not None else reward_fn(inputs)
+    return TrajectoryScore(r_ans, path, s_path, bool(verdict and verdict.passed), reward, terms)
 
 
 def answer_candidates(traj: Trajectory, chain_entities, titles: dict[int, str]) -> dict[int, str]:
@@ -264,6 +295,30 @@ def make_verifier(name: str, policy, max_new_tokens: int = 256):
     raise ValueError(f"method.verifier: unknown verifier {name!r}; expected one of ['llm', 'open', 'structural']")
 
 
+def make_kg_tool(con, method_cfg, policy=None):
+    """DynaSearcher's KG search tool over the store (``method.kg_filter``, ``kg_max_triples``,
+    ``kg_min_similarity``); the 'llm' filter has ``policy`` judge greedily (a capable backbone).
+
+    Example:
+        >>> from workbench import store
+        >>> from workbench.config import MethodConfig
+        >>> make_kg_tool(store.connect(":memory:"), MethodConfig()).filter
+        'overlap'
+    """
+    from workbench.search.kg_search import KGSearch
+
+    judge = None
+    if method_cfg.kg_filter == "llm":
+        if policy is None:
+            raise ValueError("method.kg_filter='llm' needs the policy to judge the triples")
+
+        def judge(prompts: list[str]) -> list[str]:
+            outs = policy.generate([policy.chat_prompt(p) for p in prompts], max_new_tokens=32, temperature=0.0,
+                                   top_p=1.0)
+            return [o.text for o in outs]
+    return KGSearch(con, method_cfg.kg_max_triples, method_cfg.kg_min_similarity, method_cfg.kg_filter, judge)
+
+
 class Trainer:
     """Holds the policy, its frozen reference, the optimiser and the search tool of one run, and
     runs its rounds (:meth:`run_round`).
@@ -273,10 +328,13 @@ class Trainer:
     (``Policy.base_only``: no second copy of the weights). The optimiser holds the trainable
     parameters only (every weight for a full fine-tune, the adapters for LoRA)."""
 
-    def __init__(self, con, cfg: Config, spec: MethodSpec, run: str, policy, reference, search):
+    def __init__(self, con, cfg: Config, spec: MethodSpec, run: str, policy, reference, search, kg=None):
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
+        # DynaSearcher's KG tool (seed 003), only for a method that enables it: ``kg`` (e.g. a
+        # remote client), else built in-process from the store
+        self.kg = (kg or make_kg_tool(con, m, policy)) if uses_kg_tool(spec, m.kg_tool) else None
         if reference is None and not policy.is_lora:
             raise ValueError("Trainer: a full fine-tune (method.lora_rank = 0) needs a reference policy")
         self.optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=m.lr,
@@ -369,7 +427,8 @@ class Trainer:
         lap("update")
         self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
         lap("sync")
-        return RoundResult(t, tasks, slots, update, timings, self.search.cache_stats()["hit_rate"])
+        return RoundResult(t, tasks, slots, update, timings, self.search.cache_stats()["hit_rate"],
+                           kg_tool=self.kg is not None)
 
     # -- 1-2: proposer and gate ------------------------------------------------------------
     def _task_chains(self, t: int) -> list[ChainView]:
@@ -456,7 +515,7 @@ class Trainer:
         trajectories = rollout(
             self.policy, self.search, [s.question for s in slots], m.group_size, max_turns=r.max_turns,
             topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
-            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4))
+            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4), kg=self.kg)
         for traj in trajectories:
             slots[traj.question_index].rollouts.append(Rollout(traj, None))
 
@@ -470,7 +529,7 @@ class Trainer:
             for roll in slot.rollouts:
                 roll.score = score_trajectory(roll.trajectory, slot.answers,
                                               answer_candidates(roll.trajectory, chain_entities, self.titles),
-                                              graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)))
+                                              graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)), m)
         if not self.proposer_reward or self.rollout_free:
             return
         schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)

@@ -4,12 +4,14 @@ Under a matched budget every method gets the same question slots per round, G ro
 and one optimiser step per round; they differ only in the fields below.
 
 Example:
-    >>> sorted(m for m in METHODS if not m.startswith(("eog", "drfree")))
+    >>> sorted(m for m in METHODS if not m.startswith(("eog", "drfree", "dynasearcher")))
     ['c1', 'c2', 'coevokg', 'search_r1', 'ssp']
     >>> [m for m in METHODS if m.startswith("eog")]  # seed 004 and its Table 3 rows
     ['eog', 'eog_wo_solver_update', 'eog_wo_proposer_update', 'eog_random_walk', 'eog_adversarial']
     >>> method_spec("Dr. Free").proposer_reward, method_spec("drfree").solver_reward
     ('dr_free', 'exact_match')
+    >>> [m for m in METHODS if m.startswith("dynasearcher")]  # seed 003 and its two ablations
+    ['dynasearcher', 'dynasearcher_wo_kg', 'dynasearcher_wo_mr']
     >>> method_spec("coevokg").write_back
     True
 """
@@ -30,6 +32,8 @@ class MethodSpec:
     entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
     leak_filter: the gate's deterministic no-leakage check (Eq. 6's 1[no leak]); section 4.5 adds
     "the no leakage quality gate" with C1, so the SSP row runs without it.
+    kg_tool: the solver is offered DynaSearcher's ``<kg_search>`` tool (seed 003) beside document
+    search; ``method.kg_tool`` overrides it.
     """
 
     name: str
@@ -41,6 +45,7 @@ class MethodSpec:
     leak_filter: bool = True
     update_solver: bool = True  # EoG's role ablations (seed 004, Table 3): False = "w/o Solver update"
     update_proposer: bool = True  # ... False = "w/o Proposer update"
+    kg_tool: bool = False
 
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in (
@@ -68,7 +73,25 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
                "Dr. Free: IG + difficulty"),
     MethodSpec("drfree_no_proposer_training", "kg_chains", "exact_match", None, False,
                "Dr. Free: w/o proposer training"),
+    # DynaSearcher (seed 003) trains on a fixed QA set, as Search-R1: the seed pool here. Its two
+    # ablations (the paper's "w/o KG" and "w/o MR" rows): no KG tool; r_acc alone as the reward.
+    MethodSpec("dynasearcher", "seed_pool", "dynasearcher", None, False, "DynaSearcher", kg_tool=True),
+    MethodSpec("dynasearcher_wo_kg", "seed_pool", "dynasearcher", None, False, "DynaSearcher w/o KG"),
+    MethodSpec("dynasearcher_wo_mr", "seed_pool", "dynasearcher_acc", None, False, "DynaSearcher w/o MR",
+               kg_tool=True),
 )}
+
+
+def uses_kg_tool(spec: MethodSpec, kg_tool: str = "") -> bool:
+    """Whether the solver is offered the KG tool: ``method.kg_tool`` ("on" | "off") when set, else the method's.
+
+    Example:
+        >>> uses_kg_tool(METHODS["dynasearcher"]), uses_kg_tool(METHODS["coevokg"]), uses_kg_tool(METHODS["coevokg"], "on")
+        (True, False, True)
+    """
+    if kg_tool not in ("", "on", "off"):
+        raise ValueError(f"method.kg_tool: expected '', 'on' or 'off', got {kg_tool!r}")
+    return spec.kg_tool if not kg_tool else kg_tool == "on"
 
 
 def method_name(name: str) -> str:

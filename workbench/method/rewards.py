@@ -179,13 +179,15 @@ class ProposerInputs:
 @dataclass(frozen=True)
 class SolverInputs:
     """What a solver reward may read about one trajectory: R_ans, S_path (Eq. 9), Eq. 7's beta, the
-    trajectory itself (queries, retrieved ids, turns) and its slot (golds, gold chain, hops)."""
+    trajectory itself (queries, retrieved ids, turns), its slot (golds, gold chain, hops) and the
+    run's MethodConfig."""
 
     r_ans: float
     s_path: float = 0.0
     beta: float = BETA_PATH
     trajectory: Any = None
     slot: Any = None
+    config: Any = None  # the run's MethodConfig (rewards with parameters of their own read them here)
 
 
 def _outcome(x: ProposerInputs) -> GroupOutcome:
@@ -379,3 +381,26 @@ def eog_f1(x: SolverInputs) -> float:
     if answers is None:
         return exact_match_reward(x)
     return set_f1(getattr(x.trajectory, "answer", None), answers)
+
+
+def _multi_reward(x: SolverInputs, accuracy_only: bool) -> dict:
+    from workbench.method import multireward
+
+    return multireward.terms(x.trajectory, x.slot, multireward.MultiRewardParams.of(x.config), accuracy_only)
+
+
+@SOLVER_REWARDS.register("dynasearcher")
+def dynasearcher_solver(x: SolverInputs) -> float:
+    """DynaSearcher (seed 003): r_total = r_acc + alpha (r_recall + r_penalty); see
+    :mod:`workbench.method.multireward`. Its ``terms`` give every term (logged per round)."""
+    return dynasearcher_solver.terms(x)["total"]
+
+
+@SOLVER_REWARDS.register("dynasearcher_acc")
+def dynasearcher_accuracy(x: SolverInputs) -> float:
+    """DynaSearcher's ablation without the multi-reward (seed 003): r_acc = r_format + r_ans alone."""
+    return dynasearcher_accuracy.terms(x)["total"]
+
+
+dynasearcher_solver.terms = lambda x: _multi_reward(x, accuracy_only=False)
+dynasearcher_accuracy.terms = lambda x: _multi_reward(x, accuracy_only=True)

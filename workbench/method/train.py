@@ -38,7 +38,7 @@ import torch
 from workbench import paths, store
 from workbench.config import Config, preset as get_preset
 from workbench.method.loop import Trainer
-from workbench.method.methods import method_spec
+from workbench.method.methods import method_spec, uses_kg_tool
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
                                        write_progress)
 from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
@@ -97,7 +97,8 @@ def validation_em(trainer: Trainer, limit: int) -> float:
 
     cfg = trainer.cfg
     questions = load_questions(trainer.con, cfg.method.val_dataset, "val", limit)
-    scored = score_questions(trainer.policy, trainer.search, questions, cfg.rollout, cfg.search.topk)
+    scored = score_questions(trainer.policy, trainer.search, questions, cfg.rollout, cfg.search.topk,
+                             kg=trainer.kg)
     return float(scored["em"].mean())
 
 
@@ -138,7 +139,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         _claim_folder(folder, store_path(con), runs, resume, overwrite)
         ensure_world(con, cfg)
         base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
-            con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress)))
+            con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress),
+            kg_tool=kg_warmstart(spec, cfg)))
         found = latest_checkpoint(folder) if resume else None
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")
@@ -208,7 +210,8 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
-                _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"])
+                _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
+                           kg_tool_settings(cfg) if trainer.kg is not None else None)
             state["completed"] = t + 1
             save_checkpoint(folder, trainer, state)
             _write_progress(trainer, folder, state, "running")
@@ -262,9 +265,25 @@ def _recover_best(folder: Path) -> None:
             shutil.rmtree(tmp)
 
 
-def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em: float) -> None:
+def kg_tool_settings(cfg: Config) -> dict:
+    """The KG tool's settings of a run (what ``workbench eval`` rebuilds for its best checkpoint)."""
+    m = cfg.method
+    return {"max_triples": m.kg_max_triples, "min_similarity": m.kg_min_similarity, "filter": m.kg_filter}
+
+
+def kg_warmstart(spec, cfg: Config) -> dict | None:
+    """The warm start's KG-tool option for a method offered the KG tool (DynaSearcher), else None
+    (the default warm start)."""
+    if not uses_kg_tool(spec, cfg.method.kg_tool):
+        return None
+    return {k: v for k, v in kg_tool_settings(cfg).items() if k != "filter"}
+
+
+def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em: float,
+               kg_tool: dict | None = None) -> None:
     """The best-validation policy, with a ``workbench.json`` holding its Table 1 labels (the base's
-    backbone, this method) and where it came from, so ``workbench eval`` names its row without flags.
+    backbone, this method) and where it came from, so ``workbench eval`` names its row without flags
+    (and, for a solver offered the KG tool, the tool's settings: eval offers it too).
     Written beside the old one, then swapped in."""
     from workbench.policy.model import model_labels
 
@@ -272,7 +291,7 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
     policy.save(tmp)
     (tmp / "workbench.json").write_text(json.dumps(
         {"backbone": model_labels(base)["backbone"], "method": method, "run": run, "round": t, "val_em": val_em,
-         "base": str(base)}, indent=2))
+         "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {})}, indent=2))
     best, old = folder / "best", folder / ".best-old"
     if old.exists():
         shutil.rmtree(old)

@@ -32,6 +32,11 @@ QUESTION_OPEN, QUESTION_CLOSE = "<question>", "</question>"
 
 # Generation of one solver turn stops at the first of these (the action is complete).
 STOP_STRINGS = (SEARCH_CLOSE, ANSWER_CLOSE)
+# DynaSearcher's KG tool (seed 003): offered only to methods that enable it, so every other
+# method's prompt, stop strings and parsing stay exactly as above.
+KG_SEARCH_OPEN, KG_SEARCH_CLOSE = "<kg_search>", "</kg_search>"
+KG_TAGS = (KG_SEARCH_OPEN, KG_SEARCH_CLOSE)
+KG_STOP_STRINGS = STOP_STRINGS + (KG_SEARCH_CLOSE,)
 # Tags a tokenizer should keep whole (trained as special-ish tokens).
 TAGS = (THINK_OPEN, THINK_CLOSE, SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN, INFO_CLOSE,
         ANSWER_OPEN, ANSWER_CLOSE, QUESTION_OPEN, QUESTION_CLOSE)
@@ -41,6 +46,20 @@ SOLVER_INSTRUCTION = (
     "<search> query </search>; the results come back inside <information> </information>. "
     "Search as often as you need. When you know the answer, write it inside <answer> </answer>, "
     "with no explanation. Question: "
+)
+
+SOLVER_INSTRUCTION_KG = (
+    "Answer the question. Think inside <think> </think>. To look something up, write "
+    "<search> query </search>; to read the facts of an entity from the knowledge graph, write "
+    "<kg_search> entity </kg_search>; the results come back inside <information> </information>. "
+    "Search as often as you need. When you know the answer, write it inside <answer> </answer>, "
+    "with no explanation. Question: "
+)
+
+INVALID_ACTION_KG = (
+    "\nMy previous action is invalid. To search, write the query inside <search> </search>; to look "
+    "up an entity's facts, write it inside <kg_search> </kg_search>. To answer, write it inside "
+    "<answer> </answer>. Let me try again.\n"
 )
 
 INVALID_ACTION = (
@@ -65,18 +84,31 @@ class Action:
 
 _SEARCH_RE = re.compile(r"<search>(.*?)</search>", re.S)
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
+_KG_SEARCH_RE = re.compile(r"<kg_search>(.*?)</kg_search>", re.S)
 _CANDIDATE_RE = re.compile(r"<question>(.*?)</question>\s*<answer>(.*?)</answer>", re.S)
 
 
-def solver_user_message(question: str) -> str:
-    """The user turn that opens a solver rollout."""
-    return SOLVER_INSTRUCTION + question.strip() + "\n"
+def solver_user_message(question: str, kg: bool = False) -> str:
+    """The user turn that opens a solver rollout; ``kg`` offers the KG tool too (DynaSearcher).
+
+    Example:
+        >>> "<kg_search>" in solver_user_message("Who?"), "<kg_search>" in solver_user_message("Who?", kg=True)
+        (False, True)
+    """
+    return (SOLVER_INSTRUCTION_KG if kg else SOLVER_INSTRUCTION) + question.strip() + "\n"
 
 
-def parse_action(turn_text: str) -> Action:
-    """The action that ends one generated turn: the last complete search or answer tag."""
+def parse_action(turn_text: str, kg: bool = False) -> Action:
+    """The action that ends one generated turn: the last complete search or answer tag (and
+    ``<kg_search>``, kind 'kg_search', when ``kg``: a solver without the tool reads it as invalid).
+
+    Example:
+        >>> parse_action("<kg_search> Kavimo </kg_search>"), parse_action("<kg_search> Kavimo </kg_search>", kg=True)
+        (Action(kind='invalid', text=''), Action(kind='kg_search', text='Kavimo'))
+    """
     last = None
-    for kind, pattern in (("search", _SEARCH_RE), ("answer", _ANSWER_RE)):
+    patterns = (("search", _SEARCH_RE), ("answer", _ANSWER_RE)) + ((("kg_search", _KG_SEARCH_RE),) if kg else ())
+    for kind, pattern in patterns:
         for match in pattern.finditer(turn_text):
             if last is None or match.end() > last[1]:
                 last = (kind, match.end(), match.group(1).strip())

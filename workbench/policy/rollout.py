@@ -57,6 +57,9 @@ class Trajectory:
     gen_seconds: float = 0.0
     search_seconds: float = 0.0
     finished_reason: str | None = None
+    kg_queries: list[str] = field(default_factory=list)  # DynaSearcher's <kg_search> lookups, executed
+    kg_entity_ids: list[int | None] = field(default_factory=list)  # ... the entity each one linked (None: none)
+    invalid_actions: int = 0  # turns that ended in no valid action (they got the corrective message)
 
     @property
     def length(self) -> int:
@@ -75,11 +78,14 @@ class Trajectory:
 
 def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: int = 8, topk: int = 3,
             temperature: float = 0.6, top_p: float = 0.95, max_new_tokens: int = 64,
-            max_total_tokens: int = 1024, seed: int = 0) -> list[Trajectory]:
+            max_total_tokens: int = 1024, seed: int = 0, kg=None) -> list[Trajectory]:
     """Roll out ``n_samples`` trajectories per question, batched; order is question-major.
 
     ``search`` is any object with ``search(list[str], k) -> list[list[Hit]]`` and
     ``render(hits) -> str`` (``workbench.search.tool.SearchTool``). Deterministic by ``seed``.
+    ``kg`` (DynaSearcher, seed 003) offers the KG tool as well: a ``search.kg_search.KGSearch`` (or
+    its remote client) answering ``<kg_search> entity </kg_search>``; without it the prompt, stop
+    strings and parsing are exactly the Search-R1 protocol's.
 
     Example:
         >>> trajs = rollout(policy, tool, ["Who directed Rutel?"], 4, temperature=0)  # doctest: +SKIP
@@ -89,9 +95,12 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
     if n_samples < 1 or max_turns < 1 or topk < 1 or max_new_tokens < 1:
         raise ValueError(f"rollout: n_samples, max_turns, topk and max_new_tokens must be >= 1; got "
                          f"{n_samples}, {max_turns}, {topk}, {max_new_tokens}")
+    use_kg = kg is not None
+    stop = protocol.KG_STOP_STRINGS if use_kg else protocol.STOP_STRINGS
+    invalid = protocol.INVALID_ACTION_KG if use_kg else protocol.INVALID_ACTION
     rows = []
     for qi, question in enumerate(questions):
-        prompt = policy.chat_prompt(protocol.solver_user_message(question))
+        prompt = policy.chat_prompt(protocol.solver_user_message(question, kg=use_kg))
         prompt_ids = policy.encode(prompt)
         if len(prompt_ids) >= max_total_tokens:
             raise ValueError(f"rollout: question {qi} gives a {len(prompt_ids)}-token prompt, not below "
@@ -105,10 +114,10 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
         start = time.perf_counter()
         gens = policy.generate_ids([r.prompt_ids + r.response_ids for r in active],
                                    max_new_tokens=min(max_new_tokens, max(max_total_tokens - r.length for r in active)),
-                                   temperature=temperature, top_p=top_p, stop=protocol.STOP_STRINGS,
+                                   temperature=temperature, top_p=top_p, stop=stop,
                                    seed=None if temperature == 0 else seed * 1_000_003 + turn)
         share = (time.perf_counter() - start) / len(active)
-        searching = []
+        searching, looking_up = [], []
         for row, gen in zip(active, gens):
             row.gen_seconds += share
             row.turns += 1
@@ -118,7 +127,7 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                 ids, logprobs = ids[:budget], logprobs[:budget]
                 text = policy.tokenizer.decode(ids, skip_special_tokens=True)
             row._append(ids, text, True, logprobs)
-            action = protocol.parse_action(text)
+            action = protocol.parse_action(text, kg=use_kg)
             if action.kind == "answer":
                 row.answer, row.finished_reason = action.text, "answer"
             elif row.length >= max_total_tokens:
@@ -127,8 +136,11 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                 row.finished_reason = "max_turns"
             elif action.kind == "search":
                 searching.append((row, action.text))
+            elif action.kind == "kg_search":
+                looking_up.append((row, action.text))
             else:
-                _insert(policy, row, protocol.INVALID_ACTION, max_total_tokens)
+                row.invalid_actions += 1
+                _insert(policy, row, invalid, max_total_tokens)
         if searching:
             start = time.perf_counter()
             hits = search.search([q for _, q in searching], topk)
@@ -140,7 +152,23 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                 row.passage_ids += [_as_id(h.passage_id) for h in row_hits]
                 row.entity_ids += [_as_id(h.entity_id) for h in row_hits]
                 _insert(policy, row, block, max_total_tokens)
+        if looking_up:
+            _kg_turn(policy, kg, looking_up, questions, max_total_tokens)
     return rows
+
+
+def _kg_turn(policy, kg, looking_up: list, questions: list[str], max_total_tokens: int) -> None:
+    """Run one turn's KG lookups in one ``kg.search`` call (the filter judges against each row's
+    question) and insert their rendered triples."""
+    start = time.perf_counter()
+    hits = kg.search([q for _, q in looking_up], [questions[row.question_index] for row, _ in looking_up])
+    blocks = [protocol.information_block(kg.render(h)) for h in hits]
+    share = (time.perf_counter() - start) / len(looking_up)
+    for (row, query), hit, block in zip(looking_up, hits, blocks):
+        row.search_seconds += share
+        row.kg_queries.append(query)
+        row.kg_entity_ids.append(hit.entity_id)
+        _insert(policy, row, block, max_total_tokens)
 
 
 def _as_id(value):
@@ -209,23 +237,27 @@ def load_questions(con, dataset: str, split: str | None = "test", limit: int | N
     return df
 
 
-def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch_size: int = 64):
+def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch_size: int = 64, kg=None):
     """Greedy rollouts (paper, section 4.1) on ``questions`` (a ``load_questions`` frame), scored
-    with the Search-R1 metrics. Returns the frame with prediction, em, f1, cover_em, turns.
+    with the Search-R1 metrics. Returns the frame with prediction, em, f1, cover_em, turns, and the
+    searches executed per question (``searches_doc``, ``searches_kg``; ``kg``: the KG tool, offered
+    when given).
 
     Example:
         >>> # scored = score_questions(policy, SearchTool(con), load_questions(con, "tinyworld", "val"), cfg.rollout)
     """
     from workbench.scoring import cover_exact_match, exact_match, f1_score
 
-    preds, turns = [], []
+    preds, turns, n_doc, n_kg = [], [], [], []
     texts = questions["question"].tolist()
     for start in range(0, len(texts), batch_size):
         trajs = rollout(policy, search, texts[start:start + batch_size], 1, max_turns=rollout_cfg.max_turns,
                         topk=topk, temperature=0.0, top_p=1.0, max_new_tokens=rollout_cfg.max_new_tokens,
-                        max_total_tokens=rollout_cfg.max_total_tokens, seed=0)
+                        max_total_tokens=rollout_cfg.max_total_tokens, seed=0, kg=kg)
         preds += [t.answer or "" for t in trajs]
         turns += [t.turns for t in trajs]
+        n_doc += [len(t.queries) for t in trajs]
+        n_kg += [len(t.kg_queries) for t in trajs]
     out = questions.copy()
     golds = [list(a) for a in out["answers"]]
     out["prediction"] = preds
@@ -233,4 +265,5 @@ def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch
     out["f1"] = [f1_score(p, g) for p, g in zip(preds, golds)]
     out["cover_em"] = [cover_exact_match(p, g) for p, g in zip(preds, golds)]
     out["turns"] = turns
+    out["searches_doc"], out["searches_kg"] = n_doc, n_kg
     return out

@@ -113,20 +113,42 @@ def solver_queries(family: str, titles: Sequence[str], answer: str, path: bool) 
 
 
 def solver_demo(search, question: str, family: str, titles: Sequence[str], answer: str,
-                path: bool) -> Demo:
+                path: bool, kg=None) -> Demo:
     """A perfect solver trajectory: search, read the real tool's hits, ..., answer.
+
+    With ``kg`` (DynaSearcher's KG tool, seed 003) the prompt offers both tools, and a hop of a
+    path chain that is a relation lookup -- the KG tool's filtered answer for the hop's entity
+    names the next entity -- is taken with ``<kg_search>`` instead of document search.
 
     Example:
         >>> # solver_demo(SearchTool(con), "Where was Kavimo born?", "single_hop",
         >>> #             ["Kavimo", "Dagiju"], "Dagiju", path=True).segments[0]
         >>> # ('<search> Kavimo </search>', True)
     """
+    if kg is not None:
+        return _kg_solver_demo(search, kg, question, family, titles, answer, path)
     demo = Demo("solver", family, protocol.solver_user_message(question))
     queries = solver_queries(family, titles, answer, path)
     results = search.search(queries) if queries else []
     for query, hits in zip(queries, results):
         demo.segments.append((f"{protocol.SEARCH_OPEN} {query} {protocol.SEARCH_CLOSE}", True))
         demo.segments.append((protocol.information_block(search.render(hits)), False))
+    demo.segments.append((f"{protocol.ANSWER_OPEN} {answer} {protocol.ANSWER_CLOSE}", True))
+    return demo
+
+
+def _kg_solver_demo(search, kg, question: str, family: str, titles: Sequence[str], answer: str,
+                    path: bool) -> Demo:
+    demo = Demo("solver", family, protocol.solver_user_message(question, kg=True))
+    queries = solver_queries(family, titles, answer, path)
+    for i, query in enumerate(queries):
+        hit = kg.search([query], [question])[0] if path and i + 1 < len(titles) else None
+        if hit is not None and any(titles[i + 1] in (t.head, t.tail) for t in hit.triples):
+            demo.segments.append((f"{protocol.KG_SEARCH_OPEN} {query} {protocol.KG_SEARCH_CLOSE}", True))
+            demo.segments.append((protocol.information_block(kg.render(hit)), False))
+        else:
+            demo.segments.append((f"{protocol.SEARCH_OPEN} {query} {protocol.SEARCH_CLOSE}", True))
+            demo.segments.append((protocol.information_block(search.render(search.search([query])[0])), False))
     demo.segments.append((f"{protocol.ANSWER_OPEN} {answer} {protocol.ANSWER_CLOSE}", True))
     return demo
 
@@ -147,9 +169,10 @@ def proposer_demo(titles: Sequence[str], relations: Sequence[str], passages: Seq
 
 
 def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: str,
-                long_rate: float = 1.0, seed: int = 0) -> list[Demo]:
+                long_rate: float = 1.0, seed: int = 0, kg=None) -> list[Demo]:
     """Solver (and proposer) demonstrations from the questions of ``families`` in a store; a
-    question of ``LONG_FAMILIES`` is kept with probability ``long_rate`` (deterministic by seed)."""
+    question of ``LONG_FAMILIES`` is kept with probability ``long_rate`` (deterministic by seed);
+    ``kg``: the store's KG tool, for demonstrations that use both tools (:func:`solver_demo`)."""
     rows = con.execute(
         "SELECT question, family, answers, chain FROM questions WHERE family IN (SELECT unnest(?)) "
         "ORDER BY question_id", [list(families)]).fetchall()
@@ -171,7 +194,7 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
         names = [titles[e] for e in chain]
         rels = [edge.get((a, b)) for a, b in zip(chain, chain[1:])]
         path = all(r is not None for r in rels)
-        demos.append(solver_demo(search, question, family, names, answers[0], path))
+        demos.append(solver_demo(search, question, family, names, answers[0], path, kg))
         if with_proposer and path and len(chain) >= 2:
             demos.append(proposer_demo(names, rels, [first_passage.get(e, "") for e in chain],
                                        question, answers[0], family, eos))
@@ -181,10 +204,11 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
 def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
              proposer_share: float = PROPOSER_SHARE, n_entities: int = DEMO_ENTITIES,
              index: str = "bm25", topk: int = 3, eos: str = "<|im_end|>",
-             long_rate: float = 1.0) -> tuple[list[Demo], int]:
+             long_rate: float = 1.0, kg: dict | None = None) -> tuple[list[Demo], int]:
     """At least ``n_solver`` solver demonstrations (plus proposer ones, ``proposer_share`` of the
     mix) from throwaway TinyWorlds of ``n_entities`` entities, seeds derived from ``seed``; the
     longer families' questions kept at ``long_rate``. Returns (demos, worlds built). Deterministic by seed.
+    ``kg`` (``KGSearch`` keyword arguments) makes the solver demonstrations use the KG tool too.
     """
     from workbench.kg.tinyworld import build_world
     from workbench.search.tool import SearchTool
@@ -200,7 +224,13 @@ def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
             world_seed = WORLD_SEED_OFFSET * (seed + 1) + worlds
             build_world(con, preset=DEMO_PRESET, seed=world_seed, n_entities=n_entities)
             search = SearchTool(con, index=index, topk=topk)
-            for demo in world_demos(con, search, families, n_proposer > len(proposer), eos, long_rate, world_seed):
+            kg_tool = None
+            if kg is not None:
+                from workbench.search.kg_search import KGSearch
+
+                kg_tool = KGSearch(con, **kg)
+            for demo in world_demos(con, search, families, n_proposer > len(proposer), eos, long_rate, world_seed,
+                                    kg_tool):
                 (solver if demo.role == "solver" else proposer).append(demo)
         finally:
             con.close()
@@ -212,12 +242,14 @@ def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
 
 # ---------------------------------------------------------------- tokenisation with masks
 
-def tokenizer_corpus(demos: Sequence[Demo], limit: int = 3000) -> list[str]:
+def tokenizer_corpus(demos: Sequence[Demo], limit: int = 3000, kg: bool = False) -> list[str]:
     """Text the tokenizer is trained on: the protocol's fixed strings, name syllables and the
-    throwaway worlds' demonstrations (never the evaluated world)."""
+    throwaway worlds' demonstrations (never the evaluated world); ``kg`` adds the KG tool's."""
     from workbench.kg.names import syllable_vocabulary
 
     fixed = [protocol.SOLVER_INSTRUCTION, protocol.PROPOSER_INSTRUCTION, protocol.INVALID_ACTION]
+    if kg:
+        fixed += [protocol.SOLVER_INSTRUCTION_KG, protocol.INVALID_ACTION_KG]
     texts = fixed * 20 + [" ".join(syllable_vocabulary())] * 20
     for demo in demos[:limit]:
         texts.append(demo.user + "".join(text for text, _ in demo.segments))
@@ -386,6 +418,57 @@ def name_coverage(tokenizer, demo_examples: Sequence[Encoded], titles: Sequence[
     return float(np.mean([t in seen for t in pieces])) if pieces else 1.0
 
 
+def kg_settings(kg_tool: dict) -> dict:
+    """The KG tool's settings a KG warm start is made with (the overlap filter: demonstrations are
+    deterministic), checked.
+
+    Example:
+        >>> kg_settings({"max_triples": 4, "min_similarity": 0.75})
+        {'max_triples': 4, 'min_similarity': 0.75, 'filter': 'overlap'}
+    """
+    unknown = sorted(set(kg_tool) - {"max_triples", "min_similarity", "filter"})
+    if unknown or kg_tool.get("filter", "overlap") != "overlap":
+        raise ValueError(f"kg_tool={kg_tool!r}: expected max_triples and min_similarity (the filter of "
+                         "demonstrations is 'overlap')")
+    return {"max_triples": int(kg_tool["max_triples"]), "min_similarity": float(kg_tool["min_similarity"]),
+            "filter": "overlap"}
+
+
+def tool_use(scored) -> dict:
+    """Searches per question by family and tool in a ``score_questions`` frame (the base's tool use).
+
+    Example:
+        >>> import pandas as pd
+        >>> tool_use(pd.DataFrame({"family": ["a", "a"], "searches_doc": [1, 2], "searches_kg": [0, 1]}))
+        {'a': {'doc': 1.5, 'kg': 0.5}}
+    """
+    return {str(f): {"doc": float(g["searches_doc"].mean()), "kg": float(g["searches_kg"].mean())}
+            for f, g in scored.groupby("family", sort=True)}
+
+
+def demo_tool_calls(demos: Sequence[Demo]) -> dict:
+    """Tool calls in the solver demonstrations, by family and tool (what the warm start was shown).
+
+    Example:
+        >>> d = Demo("solver", "two_hop", "q", [("<kg_search> A </kg_search>", True), ("info", False),
+        ...                                     ("<search> B </search>", True)])
+        >>> demo_tool_calls([d])
+        {'two_hop': {'doc': 1, 'kg': 1, 'demos': 1}}
+    """
+    out: dict = {}
+    for d in demos:
+        if d.role != "solver":
+            continue
+        row = out.setdefault(d.family, {"doc": 0, "kg": 0, "demos": 0})
+        row["demos"] += 1
+        for text, trained in d.segments:
+            if trained and text.startswith(protocol.SEARCH_OPEN):
+                row["doc"] += 1
+            elif trained and text.startswith(protocol.KG_SEARCH_OPEN):
+                row["kg"] += 1
+    return dict(sorted(out.items()))
+
+
 def shipped_dir() -> Path:
     """Where the repository ships pre-trained warm starts, one folder per cache key.
 
@@ -401,7 +484,8 @@ def shipped_dir() -> Path:
 def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 0, *,
               families: Sequence[str] = DEMO_FAMILIES, n_entities: int = DEMO_ENTITIES,
               epochs: float = DEMO_EPOCHS, proposer_share: float = PROPOSER_SHARE,
-              val_per_family: int = VAL_PER_FAMILY, retrain: bool = False, log=print) -> Path:
+              val_per_family: int = VAL_PER_FAMILY, retrain: bool = False, log=print,
+              kg_tool: dict | None = None) -> Path:
     """Train (or reuse from the cache) the tiny backbone's warm start; return its model directory.
 
     ``db`` is the evaluated world's store (path or connection): its passages enter the cache key
@@ -410,6 +494,12 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
     ``retrain`` trains here even when the cache or the repository holds this key (the new model
     then replaces the cached copy; the shipped one is never touched). With ``out_dir`` the model is copied there too (a standard Hugging Face directory: config,
     weights, tokenizer, chat template, plus ``workbench.json``).
+
+    ``kg_tool`` (DynaSearcher, seed 003: ``{"max_triples": n, "min_similarity": s}``, the KG tool's
+    settings) trains a base that uses both tools: its demonstrations take relation-lookup hops
+    with ``<kg_search>`` (:func:`solver_demo`, the deterministic overlap filter), its tokenizer
+    keeps the KG tags whole, and its validation offers the KG tool. It has its own cache key (the
+    default's is unchanged) and is trained on demand, as the default is when missing.
 
     Example:
         >>> # path = warmstart("data/tiny.duckdb", "tiny", out_dir="data/models/base")
@@ -434,6 +524,8 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
             raise ValueError(f"store {db} has no passages: build a world first (workbench world build)")
         params = {"families": list(families), "n_entities": n_entities, "epochs": epochs,
                   "proposer_share": proposer_share, "val_per_family": val_per_family, "preset": cfg.name}
+        if kg_tool is not None:  # only then: the default warm start's key stays what it was
+            params["kg_tool"] = kg_settings(kg_tool)
         key = cache_key(corpus.content_hash(), cfg, seed, params)
         cached = paths.cache_dir() / "warmstart" / key
         shipped = shipped_dir() / key
@@ -473,10 +565,12 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
     start = time.perf_counter()
     n_examples = math.ceil(b.sft_steps * b.sft_batch / params["epochs"])
     n_solver = max(b.sft_batch, round(n_examples * (1 - params["proposer_share"])))
+    kg = params.get("kg_tool")
     demos, worlds = demo_set(n_solver, seed, params["families"], params["proposer_share"],
-                             params["n_entities"], cfg.search.index, cfg.search.topk, IM_END, b.sft_long_rate)
+                             params["n_entities"], cfg.search.index, cfg.search.topk, IM_END, b.sft_long_rate, kg)
     t_demos = time.perf_counter() - start
-    tok = train_tokenizer(tokenizer_corpus(demos), b.vocab_size)
+    tok = train_tokenizer(tokenizer_corpus(demos, kg=kg is not None), b.vocab_size,
+                          extra_tokens=protocol.KG_TAGS if kg is not None else ())
     policy = Policy(tiny_model(b, tok, seed), tok)
     examples = [e for e in (encode_demo(policy, d) for d in demos) if len(e.input_ids) <= cfg.rollout.max_total_tokens]
     if log:
@@ -490,7 +584,12 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
 
     val = load_questions(con, "tinyworld", "val", params["val_per_family"])
     search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk)
-    scored = score_questions(policy, search, val, cfg.rollout, cfg.search.topk)
+    kg_search = None
+    if kg is not None:
+        from workbench.search.kg_search import KGSearch
+
+        kg_search = KGSearch(con, **kg)
+    scored = score_questions(policy, search, val, cfg.rollout, cfg.search.topk, kg=kg_search)
     summary = summarize(scored, seed=seed)
     titles = [t for (t,) in con.execute("SELECT title FROM entities WHERE entity_id IN "
                                         "(SELECT unnest(chain) FROM questions WHERE split = 'val')").fetchall()]
@@ -503,8 +602,11 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
             "name_token_coverage": name_coverage(tok, examples, titles),
             "val_em": {r.group: {"n": int(r.n), "em": r.mean, "low": r.low, "high": r.high}
                        for r in summary.itertuples()},
+            "tool_use": tool_use(scored), "demo_tool_calls": demo_tool_calls(demos),
             "seconds": {"demos": t_demos, "sft": t_sft, "total": time.perf_counter() - start},
             "threads": torch.get_num_threads()}
+    if kg is not None:  # its own evaluation label (tiny/base_kg/...), beside the default base's
+        meta["kg_tool"], meta["method"] = kg, "base_kg"
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
     try:

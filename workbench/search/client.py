@@ -67,3 +67,45 @@ class RemoteRetriever(Retriever):
                     else parse_document(item) for item in row]
             out.append(hits[:k])
         return out
+
+
+class RemoteKGSearch:
+    """DynaSearcher's KG tool served by ``workbench serve-retriever --kg`` (``POST /kg_search``),
+    with ``KGSearch``'s interface (``search(queries, questions, k)``, ``render``).
+
+    Example:
+        >>> RemoteKGSearch("http://127.0.0.1:8000/retrieve").url
+        'http://127.0.0.1:8000/kg_search'
+    """
+
+    def __init__(self, url: str, timeout: float = 60.0):
+        url = url.rstrip("/")
+        for tail in ("/retrieve", "/kg_search"):
+            url = url[:-len(tail)] if url.endswith(tail) else url
+        self.url, self.timeout = url + "/kg_search", timeout
+
+    def search(self, queries: list[str], questions=None, k: int | None = None):
+        """One ``KGHit`` per query, as ``KGSearch.search``."""
+        from workbench.search.kg_search import hit_of_json
+
+        body = json.dumps({"queries": list(queries), "questions": None if questions is None else list(questions),
+                           "topk": k}).encode()
+        request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            raise ValueError(f"KG server {self.url} answered HTTP {err.code}: {err.read()[:500]!r}") from err
+        except urllib.error.URLError as err:
+            raise ValueError(f"cannot reach KG server {self.url}: {err.reason}") from err
+        result = payload.get("result") if isinstance(payload, dict) else None
+        if not isinstance(result, list) or len(result) != len(queries):
+            raise ValueError(f"KG server {self.url} sent no 'result' list of {len(queries)} entries")
+        return [hit_of_json(item) for item in result]
+
+    @staticmethod
+    def render(hit) -> str:
+        """As ``kg_search.render``."""
+        from workbench.search.kg_search import render
+
+        return render(hit)

@@ -7,6 +7,11 @@ one list per query, as Search-R1's ``retrieval_server.py`` does; with ``return_s
 server's default. Documents also carry ``title``, ``text`` and ``entity_id`` (extra keys a
 Search-R1 client ignores). ``GET /health`` reports the index. Binds 127.0.0.1 unless told otherwise.
 
+``POST /kg_search`` (DynaSearcher's KG tool, seed 003; served when the server has one, else 404)
+takes ``{"queries": [entity, ...], "questions": [question or null, ...], "topk": k}`` and answers
+``{"result": [{"query", "entity_id", "title", "score", "triples": [[head, relation, tail, head_id,
+tail_id], ...]}, ...]}`` (``search.kg_search.answer_kg``); ``/retrieve`` is unchanged by it.
+
 Under load (a veRL trainer's rollout workers): the listen backlog is 1024 (socketserver's 5
 reset bursts of new connections), accepted sockets set TCP_NODELAY and every response leaves in
 one write with its Content-Length (otherwise Nagle and the client's delayed ACK cost ~40 ms per
@@ -192,7 +197,7 @@ def encode_json(payload: dict) -> bytes:
 
 
 _DIGITS = re.compile(r"[0-9]{1,19}")
-_ROUTES = {"/retrieve": ("POST",), "/health": ("GET", "HEAD")}
+_ROUTES = {"/retrieve": ("POST",), "/health": ("GET", "HEAD"), "/kg_search": ("POST",)}
 
 
 class RetrievalHandler(BaseHTTPRequestHandler):
@@ -260,6 +265,8 @@ class RetrievalHandler(BaseHTTPRequestHandler):
         """The path when ``method`` serves it; otherwise answers 404/405 and returns None."""
         path = urlsplit(self.path).path.rstrip("/") or "/"
         allowed = _ROUTES.get(path)
+        if path == "/kg_search" and self.server.kg is None:  # no KG tool served: as an unknown path
+            allowed = None
         if allowed is None:
             self._error(404, f"no such endpoint {path!r}; POST /retrieve or GET /health")
             return None
@@ -311,11 +318,14 @@ class RetrievalHandler(BaseHTTPRequestHandler):
         return b"".join(chunks)
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        if self._route("POST") is None:
+        path = self._route("POST")
+        if path is None:
             return
         raw = self._read_body()
         if raw is None:
             return
+        if path == "/kg_search":
+            return self._kg_search(raw)
         try:
             request = parse_body(raw, self.server.limits)
         except RequestError as err:
@@ -327,13 +337,29 @@ class RetrievalHandler(BaseHTTPRequestHandler):
             return self._error(500, f"retrieval failed: {type(err).__name__}: {str(err)[:300]}")
         self._reply(200, payload)
 
+    def _kg_search(self, raw: bytes) -> None:
+        from workbench.search.kg_search import answer_kg, parse_kg_body
+
+        try:
+            queries, questions, topk = parse_kg_body(raw, self.server.limits)
+        except RequestError as err:
+            return self._error(err.status, str(err))
+        try:
+            payload = answer_kg(self.server.kg, queries, questions, topk)
+        except Exception as err:  # noqa: BLE001 (as /retrieve: a tool bug must not drop the connection)
+            self.log_error("retrieval failed: %s: %s", type(err).__name__, str(err)[:300])
+            return self._error(500, f"KG search failed: {type(err).__name__}: {str(err)[:300]}")
+        self._reply(200, payload)
+
     def do_GET(self) -> None:  # noqa: N802
         if self._route("GET") is None:
             return
         tool = self.server.tool
         corpus = getattr(tool, "corpus", None)
+        kg = self.server.kg  # listed only when served, so /health is unchanged without it
         self._reply(200, {"status": "ok", "index": getattr(tool, "kind", None), "topk": tool.topk,
-                          "passages": len(corpus) if corpus is not None else None})
+                          "passages": len(corpus) if corpus is not None else None,
+                          **({"kg_search": {"entities": len(kg.titles), "edges": kg.n_edges}} if kg is not None else {})})
 
     def do_HEAD(self) -> None:  # noqa: N802 (_reply leaves the body out)
         if self._route("HEAD") is not None:
@@ -361,8 +387,8 @@ class RetrievalServer(ThreadingHTTPServer):
     # Linux caps it at net.core.somaxconn (4096 on current kernels).
     request_queue_size = 1024
 
-    def __init__(self, tool: Retriever, host: str, port: int, limits: Limits):
-        self.tool, self.limits = tool, limits
+    def __init__(self, tool: Retriever, host: str, port: int, limits: Limits, kg=None):
+        self.tool, self.limits, self.kg = tool, limits, kg
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), RetrievalHandler)
 
@@ -379,10 +405,11 @@ class RetrievalServer(ThreadingHTTPServer):
         sys.stderr.write(f"retrieval server: {type(err).__name__} serving {client_address[0]}: {err}\n")
 
 
-def make_server(tool: Retriever, host: str = "127.0.0.1", port: int = 8000, **limits) -> RetrievalServer:
+def make_server(tool: Retriever, host: str = "127.0.0.1", port: int = 8000, kg=None, **limits) -> RetrievalServer:
     """An HTTP server (not yet serving) answering ``/retrieve`` from ``tool``; port 0 picks a free one.
 
     ``limits`` are ``Limits`` fields (``max_body``, ``max_queries``, ``max_topk``, ``timeout``).
+    ``kg`` (a ``search.kg_search.KGSearch``) also serves ``POST /kg_search``.
 
     Example:
         >>> from workbench import store
@@ -394,7 +421,7 @@ def make_server(tool: Retriever, host: str = "127.0.0.1", port: int = 8000, **li
         (64, True)
         >>> server.server_close()
     """
-    return RetrievalServer(tool, host, port, Limits(**limits))
+    return RetrievalServer(tool, host, port, Limits(**limits), kg)
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
@@ -404,9 +431,10 @@ def url_of(server: ThreadingHTTPServer) -> str:
 
 
 @contextlib.contextmanager
-def running_server(tool: Retriever, host: str = "127.0.0.1", port: int = 0, **limits) -> Iterator[str]:
-    """Serve ``tool`` in a background thread for the duration of a ``with`` block; yields the URL."""
-    server = make_server(tool, host, port, **limits)
+def running_server(tool: Retriever, host: str = "127.0.0.1", port: int = 0, kg=None, **limits) -> Iterator[str]:
+    """Serve ``tool`` (and ``kg`` on ``/kg_search``) in a background thread for the duration of a
+    ``with`` block; yields the ``/retrieve`` URL."""
+    server = make_server(tool, host, port, kg, **limits)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
