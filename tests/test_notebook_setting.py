@@ -23,6 +23,8 @@ def test_overrides_change_the_config_like_set(full_size):
 
 def test_the_base_is_the_model_parameter_else_the_presets(full_size):
     assert setting("tiny", model="data/models/mine").base(None) == "data/models/mine"
+    kg = {"max_triples": 10, "min_similarity": 0.8}  # the model parameter wins over the KG warm start too
+    assert setting("tiny", model="data/models/mine").base(None, kg_tool=kg) == "data/models/mine"
     assert setting("paper-7b").base(None) == paths.local_model("Qwen/Qwen2.5-7B-Instruct")
 
 

@@ -109,13 +109,14 @@ class Setting:
     dataset: str  # the QA set evaluated (split 'test'); "" when the preset names none
     overrides: dict
 
-    def base(self, con, seed: int = 0):
+    def base(self, con, seed: int = 0, kg_tool: dict | None = None):
         """The base model: the ``model`` parameter, else the preset's warm start (tiny backbones,
-        ``warm_start``) or its ``backbone.model`` (``paths.local_model``), as ``workbench train``."""
+        ``warm_start``; with ``kg_tool``, DynaSearcher's KG warm start, ``method.train.kg_warmstart``)
+        or its ``backbone.model`` (``paths.local_model``), as ``workbench train``."""
         if self.model:
             return self.model
         if self.cfg.backbone.model == "tiny":
-            return warm_start(con, self.cfg, seed=seed)
+            return warm_start(con, self.cfg, seed=seed, kg_tool=kg_tool)
         return paths.local_model(self.cfg.backbone.model)
 
     def train(self, con, run: str, method: str, overrides: dict | None = None, **kwargs) -> list[dict]:
