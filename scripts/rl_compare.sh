@@ -36,6 +36,10 @@ for v in MODEL STORE; do  # a path given relative to the caller's folder, before
 done
 cd "$(dirname "$0")/.."  # the repository root, whatever the caller's folder
 if [ "$S" = "$(pwd -P)" ]; then echo "SCRATCH must not be the repository" >&2; exit 2; fi
+for v in MODEL STORE; do  # the folders below are replaced: never with the user's model or store inside
+  case "${!v:-}" in "$S"/data|"$S"/data/*|"$S"/runs|"$S"/runs/*|"$S"/base|"$S"/base/*)
+    echo "$v=${!v} lies in SCRATCH=$S, whose data/, runs/ and base/ this script replaces: copy it elsewhere first" >&2; exit 2;; esac
+done
 rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base"; mkdir -p "$S/data" "$S/logs"
 PY=${PY:-.venv/bin/python}
 # The base: MODEL, else a non-tiny preset's backbone.model, found in the caller's data/models/ (before
@@ -51,6 +55,8 @@ db="$S/data/_base.duckdb" L="$S/logs"
 if [ -n "${STORE:-}" ]; then
   [ -f "$STORE" ] || { echo "STORE=$STORE: no such store file (expected a workbench DuckDB store)" >&2; exit 2; }
   cp "$STORE" "$db"; echo "store: a copy of $STORE"
+  # the copy's earlier evaluations go (the summary reads each store's one evaluation; STORE keeps them)
+  $PY -c "import sys; from workbench import store; c = store.connect(sys.argv[1]); c.execute('DELETE FROM eval_outcomes'); c.close()" "$db"
 else
   $wb world --preset "$preset" --seed 0 --db "$db" | tail -1
   $wb pool build --preset "$preset" --db "$db" --seed 0 | tail -1
@@ -69,9 +75,15 @@ if [ -z "$base" ]; then
   base="$S/base"
 fi
 echo "base: $base"
-for spec in "$@"; do cp "$db" "$S/data/${spec%%:*}.duckdb"; done  # each run its own store (one writer per file)
-$wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" &
+index="${STORE%.duckdb}.index"  # STORE's persisted search indexes (a dense E5 one takes hours to rebuild)
+for copy in _base "${@%%:*}"; do
+  [ "$copy" = _base ] || cp "$db" "$S/data/$copy.duckdb"  # each run its own store (one writer per file)
+  if [ -n "${STORE:-}" ] && [ -d "$index" ]; then cp -al "$index" "$S/data/$copy.index" 2>/dev/null || cp -r "$index" "$S/data/$copy.index"; fi
+done
 gpus=(${GPUS:-}); i=0
+# the base's evaluation on the last listed GPU (the first run takes the first)
+( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
+  $wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" ) &
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done

@@ -53,7 +53,7 @@ class PoolConfig:
     seed: int = 0
     functional_only: bool = False  # Dr. Free (seed 002) relation whitelist, off by default
     unique_grounding: bool = False  # Dr. Free (seed 002), off by default
-    retrieval_verify: bool = False  # Dr. Free (seed 002, Fig. 5) retrieval verification, off by default (kg/retrieval_verify.py)
+    retrieval_verify: bool = False  # Dr. Free (seed 002, Fig. 5) retrieval verification, off by default (kg/chain_checks.py)
     hop_ratio: str = ""  # Dr. Free (seed 002, Table 7) hop-sampling ratio over min..max hops, e.g. "1:1:1"; "" = as walked
 
 

@@ -231,6 +231,9 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         preset = resolve_preset(model_path, preset, con)
         cfg = get_preset(preset, **(overrides or {}))
         if dataset == topology_qa.DATASET:  # EoG's answer-set questions, built on first use (seed 0)
+            if split != "test":
+                raise ValueError(f"--split {split!r}: {topology_qa.DATASET} has a test split only (EoG's training "
+                                 "draws its queries in the round)")
             topology_qa.ensure_topology_questions(con, split=split)
         questions = load_questions(con, dataset, split, limit)
         labels = model_labels(model_path)

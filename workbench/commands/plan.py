@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "knowledge source, G_0 and the QA sets are there, and prints estimates of "
                                    "memory per GPU, checkpoint disk and time per round, before anything long "
                                    "starts. Exit status 1 when an input is missing.")
-    p.add_argument("--preset", default="paper", help="paper | paper-7b | paper-8b | tiny | smoke (default paper)")
+    p.add_argument("--preset", default="paper", help="paper | paper-7b | paper-8b (default paper); the tiny tiers need no plan")
     p.add_argument("--model", default=None, help="model folder or hub id (default: the preset's backbone.model)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs to estimate for (data-parallel split; default 1)")
     p.add_argument("--dataset", action="append", default=None,
@@ -35,7 +35,13 @@ def _plan(args: argparse.Namespace) -> int:
     from workbench.plan import TABLE1_DATASETS, Assumptions, format_plan, plan
 
     cfg = preset(args.preset, **overrides(args))
+    if cfg.backbone.model == "tiny" and not args.model:
+        raise ValueError(f"--preset {args.preset}: a tiny backbone trained here needs no plan; plan a paper preset "
+                         "(paper, paper-7b, paper-8b) or pass --model")
     given = {"decode_tokens_per_s": args.decode_tokens_per_s, "mfu": args.mfu, "mean_tokens": args.mean_tokens}
+    for name in ("decode_tokens_per_s", "mfu", "mean_tokens"):
+        if given[name] is not None and given[name] <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} {given[name]}: expected a number > 0")
     assumptions = dataclasses.replace(Assumptions(), **{k: v for k, v in given.items() if v is not None})
     p = plan(cfg, db_path(args), model=args.model, gpus=args.gpus, a=assumptions,
              datasets=tuple(args.dataset or TABLE1_DATASETS))

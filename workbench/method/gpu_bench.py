@@ -510,9 +510,12 @@ def _loop_inputs(db, preset: str, n_questions: int, overrides: dict | None = Non
         raise ValueError("--parts logprobs/loop need --db (a store with a world)")
     cfg = get_preset(preset, **(overrides or {}))
     con = store.connect(db, read_only=True)
-    df = load_questions(con, "tinyworld", "test")
-    questions = df.sample(n=min(n_questions, len(df)), random_state=0).question.tolist()
-    return cfg, SearchTool(con, index=cfg.search.index, topk=cfg.search.topk), questions
+    try:  # closed before a round's own read-write connection to the same store
+        df = load_questions(con, "tinyworld", "test")
+        questions = df.sample(n=min(n_questions, len(df)), random_state=0).question.tolist()
+        return cfg, SearchTool(con, index=cfg.search.index, topk=cfg.search.topk), questions
+    finally:
+        con.close()
 
 
 def bench_logprobs(model, db, preset: str, device: str, overrides: dict | None = None, n_questions: int = 64,

@@ -280,7 +280,8 @@ class OpenGate:
 def make_verifier(name: str, policy, max_new_tokens: int = 256):
     """The quality gate's verifier by name (``method.verifier``): 'structural' (deterministic, the
     tiny tier), 'open' (SSP: no chain to check) or 'llm' (the policy itself judges, greedily, with
-    ``gate.LLMVerifier``'s grouped prompt, a round's chains in one batch: ``llm_judges``).
+    ``gate.LLMVerifier``'s grouped prompt, a round's chains in one batch: ``llm_judges``; EoG's
+    queries keep ``eog.TopologyVerifier``, see ``Trainer``).
 
     Example:
         >>> type(make_verifier("open", None)).__name__
@@ -353,7 +354,9 @@ class Trainer:
         self.extractor = LLMPathExtractor(policy, m.extractor_max_new_tokens) if m.path_extractor == "llm" else None
         if spec.task_source == "kg_topology":  # EoG: queries, not chains, are what its verifier reads
             self.patterns = eog.parse_patterns(m.topology_patterns)
-            if not m.verifier or m.verifier == "structural":
+            # The LLM verifier's prompt renders a chain (a query is not one): EoG keeps its own
+            # deterministic verifier at every tier, including the paper presets' verifier='llm'.
+            if m.verifier in ("", "structural", "llm"):
                 self.verifier = eog.TopologyVerifier()
         self._topology_graph = None
         self.path_params = PathSupportParams.of(m)
@@ -405,7 +408,6 @@ class Trainer:
         import time
 
         torch.manual_seed(self.seed_for(t, 0))
-        self.search.reset_cache_stats()
         timings, clock = {}, time.perf_counter()
 
         def lap(name):
@@ -414,11 +416,14 @@ class Trainer:
             timings[f"time_{name}"] = now - clock
             clock = now
 
+        if hasattr(self.verifier, "batch"):  # the LLM verifier's replies belong to this round's policy
+            self.verifier.batch.clear()
         tasks, slots = self.propose(t)
         lap("proposer_gate")
         if self.rollout_free:
             self.reward_proposer(t, tasks)
             lap("proposer_reward")
+        self.search.reset_cache_stats()  # the solver's own lookups (Dr. Free's searches come before)
         self.solve(t, slots)
         lap("rollouts")
         self.reward(t, tasks, slots, self.evidence_graph(t))
@@ -521,7 +526,9 @@ class Trainer:
 
     def reward(self, t: int, tasks: list[ChainTask], slots: list[Slot], graph: EvidenceGraph) -> None:
         """R_s per rollout (Eq. 7 with Eqs. 8-9, or the method's solver reward) and R_p per
-        candidate (Eq. 10, or the method's proposer reward; ``proposer.proposer_rewards``)."""
+        candidate (Eq. 10, or the method's proposer reward; ``proposer.proposer_rewards``). A
+        proposer reward that reads no rollout (Dr. Free's) was scored before the rollouts
+        (``reward_proposer``)."""
         m = self.cfg.method
         paths = self._llm_paths(slots)
         for slot in slots:

@@ -154,6 +154,9 @@ class EntityMatcher:
         return int(self.ids[best]), round(best_score, 6)
 
 
+MAX_CACHE = 1_000_000  # ours: entries a KGSearch keeps (keys include the question, unique per rollout)
+
+
 @functools.lru_cache(maxsize=65536)
 def content_words(text: str) -> frozenset[str]:
     """Normalised words of ``text`` less :data:`STOPWORDS` (cached: relation labels and names recur).
@@ -295,6 +298,8 @@ class KGSearch:
             self.hits += len(keys) - len(todo)
             found = dict(zip(todo, self._filtered([self._lookup(q) for q, _, _ in todo], [t[1] for t in todo], k)))
             if self.use_cache:
+                if len(self._cache) + len(found) > MAX_CACHE:  # bounded, as Retriever's: a long run cannot grow it
+                    self._cache.clear()
                 self._cache.update(found)
             return [found[key] if key in found else self._cache[key] for key in keys]
 
