@@ -34,6 +34,24 @@ def parse_document(doc: dict, score: float | None = None) -> Hit:
     return Hit(pid, None if ent is None else int(ent), title, text, float(score) if score is not None else 0.0)
 
 
+def post_results(url: str, body: dict, n: int, timeout: float, what: str) -> list:
+    """POST ``body`` as JSON to ``url`` and return its ``result`` list of ``n`` entries; an HTTP
+    error, an unreachable server (or a timeout) or another answer is a ValueError naming ``what``
+    and the URL."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            payload = json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        raise ValueError(f"{what} {url} answered HTTP {err.code}: {err.read()[:500]!r}") from err
+    except (urllib.error.URLError, TimeoutError) as err:
+        raise ValueError(f"cannot reach {what} {url}: {getattr(err, 'reason', err)}") from err
+    result = payload.get("result") if isinstance(payload, dict) else None
+    if not isinstance(result, list) or len(result) != n:
+        raise ValueError(f"{what} {url} sent no 'result' list of {n} entries")
+    return result
+
+
 class RemoteRetriever(Retriever):
     """Search a Search-R1-compatible server at ``url`` (``http://host:port`` or ``.../retrieve``).
 
@@ -49,18 +67,8 @@ class RemoteRetriever(Retriever):
         self.timeout = timeout
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        body = json.dumps({"queries": queries, "topk": k, "return_scores": True}).encode()
-        request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                payload = json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            raise ValueError(f"retrieval server {self.url} answered HTTP {err.code}: {err.read()[:500]!r}") from err
-        except urllib.error.URLError as err:
-            raise ValueError(f"cannot reach retrieval server {self.url}: {err.reason}") from err
-        result = payload.get("result") if isinstance(payload, dict) else None
-        if not isinstance(result, list) or len(result) != len(queries):
-            raise ValueError(f"retrieval server {self.url} sent no 'result' list of {len(queries)} entries")
+        result = post_results(self.url, {"queries": queries, "topk": k, "return_scores": True}, len(queries),
+                              self.timeout, "retrieval server")
         out = []
         for row in result:
             hits = [parse_document(item["document"], item.get("score")) if "document" in item
@@ -88,20 +96,8 @@ class RemoteKGSearch:
         """One ``KGHit`` per query, as ``KGSearch.search``."""
         from workbench.search.kg_search import hit_of_json
 
-        body = json.dumps({"queries": list(queries), "questions": None if questions is None else list(questions),
-                           "topk": k}).encode()
-        request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                payload = json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            raise ValueError(f"KG server {self.url} answered HTTP {err.code}: {err.read()[:500]!r}") from err
-        except urllib.error.URLError as err:
-            raise ValueError(f"cannot reach KG server {self.url}: {err.reason}") from err
-        result = payload.get("result") if isinstance(payload, dict) else None
-        if not isinstance(result, list) or len(result) != len(queries):
-            raise ValueError(f"KG server {self.url} sent no 'result' list of {len(queries)} entries")
-        return [hit_of_json(item) for item in result]
+        body = {"queries": list(queries), "questions": None if questions is None else list(questions), "topk": k}
+        return [hit_of_json(item) for item in post_results(self.url, body, len(queries), self.timeout, "KG server")]
 
     @staticmethod
     def render(hit) -> str:
