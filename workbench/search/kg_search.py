@@ -47,6 +47,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.scoring import normalize_answer
+from workbench.search.tool import CacheCounters
 
 FILTERS = ("llm", "none", "overlap")  # config.KG_FILTERS (tested equal: config cannot import search)
 MAX_CANDIDATES = 256  # ours: triples of one entity the filter sees (a Wikidata hub has thousands)
@@ -215,7 +216,7 @@ def parse_selection(text: str, n: int, k: int) -> list[int]:
     return out[:k]
 
 
-class KGSearch:
+class KGSearch(CacheCounters):
     """The KG search tool over a store's entities, aliases and edges (loaded once, in memory).
 
     ``judge`` (for ``filter='llm'``) maps a list of prompts to a list of texts, e.g. the policy's
@@ -319,15 +320,6 @@ class KGSearch:
             out[i] = KGHit(h.query, h.entity_id, h.title, h.score,
                            tuple(h.triples[j] for j in parse_selection(text, len(h.triples), k)))
         return out
-
-    def cache_stats(self) -> dict:
-        """Cache hits, misses and hit rate since the last ``reset_cache_stats``."""
-        total = self.hits + self.misses
-        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hits / total if total else 0.0}
-
-    def reset_cache_stats(self) -> None:
-        """Zero the counters (the cached results stay)."""
-        self.hits = self.misses = 0
 
     render = staticmethod(render)
 

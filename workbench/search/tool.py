@@ -83,7 +83,22 @@ def normalize_query(query: str) -> str:
     return " ".join(query.split())
 
 
-class Retriever:
+class CacheCounters:
+    """Hits and misses of a search cache, counted per round (``Retriever``, ``KGSearch``)."""
+
+    hits = misses = 0
+
+    def cache_stats(self) -> dict:
+        """Cache hits, misses and hit rate since the last ``reset_cache_stats`` (per round)."""
+        total = self.hits + self.misses
+        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hits / total if total else 0.0}
+
+    def reset_cache_stats(self) -> None:
+        """Zero the counters (the cached results stay)."""
+        self.hits = self.misses = 0
+
+
+class Retriever(CacheCounters):
     """Batched search with a query cache; subclasses implement ``_search(queries, k)``.
 
     ``search`` is thread-safe (one lock), so the retrieval server can share one tool.
@@ -126,15 +141,6 @@ class Retriever:
                         self._cache.clear()
                     self._cache.update(found)
             return [list(known[key]) for key in keys]
-
-    def cache_stats(self) -> dict:
-        """Cache hits, misses and hit rate since the last ``reset_cache_stats`` (per round)."""
-        total = self.hits + self.misses
-        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hits / total if total else 0.0}
-
-    def reset_cache_stats(self) -> None:
-        """Zero the counters (the cached results stay)."""
-        self.hits = self.misses = 0
 
     render = staticmethod(render)
 
