@@ -22,9 +22,10 @@ def test_rl_compare_reports_each_run_and_the_seed_table(tmp_path):
     summary = (tmp_path / "out" / "summary.txt").read_text()
     for name in "abs":
         assert f"{name} (B) vs base (A): B - A macro EM" in summary
-    seeds = summary[summary.index("macro EM over seeds"):].splitlines()
+    seeds = summary[summary.index("macro EM over seeds"):].split("\n\n")[0].splitlines()  # the EM table alone
     assert "against coevokg" in seeds[0]
     assert [line.split()[:2] for line in seeds[2:]] == [["coevokg", "2"], ["search_r1", "1"]]  # a, b: seeds
+    assert "macro F1 over seeds" in summary and "searches per test question" in summary
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert sorted(metrics) == ["a", "b", "s"] and all(len(rows) == 1 for rows in metrics.values())
     assert (tmp_path / "out" / "eval_base.txt").read_text().startswith("tiny-smoke/base/tinyworld/test#0")
