@@ -265,6 +265,8 @@ class _FakeLLM:
             so = getattr(p, "structured_outputs", None)
             if so is not None:
                 ids, text, hit = [21, 22], so.choice[0], "</answer>"
+            elif getattr(p, "stop_token_ids", None):  # stops on its first id; no text without detokenize
+                ids, text, hit = [11, p.stop_token_ids[0]], "", p.stop_token_ids[0]
             elif "<answer>" in p.stop:
                 ids, text, hit = [11, 12], "x <answer>", "<answer>"
             else:
@@ -321,6 +323,25 @@ def test_vllm_backend_seeds_rows_apart_and_answers_choices_in_two_passes(fake_vl
     (g,) = lean.generate([[1]], max_new_tokens=4, temperature=0.6, top_p=1.0, seed=1)
     assert lean.llm.calls[0][1][0].logprobs is None and all(math.isnan(x) for x in g.logprobs)
     assert not lean.trainer_logprobs
+
+
+def test_vllm_backend_can_stop_on_token_ids_and_decode_once(fake_vllm, tok):
+    """stop_by_token (an experiment for the in-loop throughput, issue 14): single-token stop strings
+    become stop_token_ids with vLLM's detokenisation off; the text is decoded once, as HF's."""
+    from workbench.policy.generation import VLLMBackend
+
+    b = VLLMBackend("model-dir", tok, stop_by_token=True)
+    found = b.stop_tokens(("</search>", "</answer>"))
+    assert found is not None and sorted(found.values()) == ["</answer>", "</search>"]  # the tags are whole tokens
+    assert b.stop_tokens(("two words",)) is None
+    (g,) = b.generate([[1, 2]], max_new_tokens=8, temperature=0.6, top_p=0.9, stop=("</search>", "</answer>"), seed=1)
+    (p,) = b.llm.calls[-1][1]
+    assert p.stop_token_ids == list(found) and p.detokenize is False and not hasattr(p, "stop")
+    assert g.finish_reason == "stop" and g.text == tok.decode(g.token_ids, skip_special_tokens=True)
+    assert g.text.endswith("</search>")
+    plain = VLLMBackend("model-dir", tok)  # the default: stop strings, vLLM's own text
+    plain.generate([[1, 2]], max_new_tokens=8, temperature=0.6, top_p=0.9, stop=("</answer>",), seed=1)
+    assert plain.llm.calls[-1][1][0].stop == ["</answer>"]
 
 
 def test_vllm_backend_sync_loads_merged_weights_or_serves_the_adapter(fake_vllm, policy):

@@ -563,22 +563,20 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     """``rollout`` as the round calls it (multi-turn, stop strings, masks, the search tool, the
     preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions
     x ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at
-    the measured mean context. A random model never answers: every row uses its turns."""
+    the measured mean context. A random model never answers: every row uses its turns. vLLM is
+    timed twice on one engine: with stop strings (the default) and, where every stop string is one
+    token, with ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens``: no per-step detokenisation)."""
+    from workbench.policy import protocol
     from workbench.policy.model import Policy
     from workbench.policy.rollout import rollout
 
     cfg, search, questions = _loop_inputs(db, preset, max(1, batch // group), overrides)
     r = cfg.rollout
+    kwargs = dict(max_turns=r.max_turns, topk=cfg.search.topk, temperature=r.temperature, top_p=r.top_p,
+                  max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens)
     out = {"batch": batch, "group": group, "rollout": dataclasses.asdict(r), "engines": {}}
-    for engine in engines:
-        try:
-            extra = {"gpu_memory_utilization": 0.5} if engine == "vllm" else {}
-            policy = Policy.load(folder, device=device, dtype=torch.bfloat16, backend=engine, **extra)
-        except ImportError as err:
-            out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
-            continue
-        kwargs = dict(max_turns=r.max_turns, topk=cfg.search.topk, temperature=r.temperature, top_p=r.top_p,
-                      max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens)
+
+    def timed(policy) -> dict:
         rollout(policy, search, questions[:2], 1, **{**kwargs, "max_turns": 1})  # warm-up
         _sync(device)
         start = time.perf_counter()
@@ -587,10 +585,22 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
         generated = sum(sum(t.loss_mask) for t in rows)
         context, per_row = sum(t.length for t in rows) / len(rows), generated / len(rows)
         roof = decode_roofline(spec, len(rows), int(context - per_row), int(per_row), bandwidth)
-        out["engines"][engine] = {"seconds": seconds, "generated_tokens": generated, "tokens_per_s": generated / seconds,
-                                  "mean_turns": sum(t.turns for t in rows) / len(rows), "mean_length": context,
-                                  "generation_s": sum(t.gen_seconds for t in rows), "roofline_tokens_per_s":
-                                  roof["tokens_per_s"], "roofline_share": generated / seconds / roof["tokens_per_s"]}
+        return {"seconds": seconds, "generated_tokens": generated, "tokens_per_s": generated / seconds,
+                "mean_turns": sum(t.turns for t in rows) / len(rows), "mean_length": context,
+                "generation_s": sum(t.gen_seconds for t in rows), "roofline_tokens_per_s": roof["tokens_per_s"],
+                "roofline_share": generated / seconds / roof["tokens_per_s"]}
+
+    for engine in engines:
+        try:
+            extra = {"gpu_memory_utilization": 0.5} if engine == "vllm" else {}
+            policy = Policy.load(folder, device=device, dtype=torch.bfloat16, backend=engine, **extra)
+        except ImportError as err:
+            out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
+            continue
+        out["engines"][engine] = timed(policy)
+        if engine == "vllm" and policy.backend.stop_tokens(protocol.STOP_STRINGS):
+            policy.backend.stop_by_token = True
+            out["engines"]["vllm_stop_tokens"] = timed(policy)
         del policy
         _reset_peak(device)
     hf, vllm = out["engines"].get("hf", {}), out["engines"].get("vllm", {})

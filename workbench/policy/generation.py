@@ -300,12 +300,15 @@ class VLLMBackend:
     trainer_logprobs = False  # bf16 serving kernels: the update recomputes old log-probs
 
     def __init__(self, model_path: str, tokenizer, sync: str = "merged", lora_rank: int = 0,
-                 gpu_memory_utilization: float = 0.3, logprobs: bool = False, **llm_kwargs):
+                 gpu_memory_utilization: float = 0.3, logprobs: bool = False, stop_by_token: bool = False,
+                 **llm_kwargs):
         if sync not in SYNC_MODES:
             raise ValueError(f"rollout.vllm_sync={sync!r}: expected one of {list(SYNC_MODES)}")
         vllm = _import_vllm()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.tokenizer, self.sync_mode, self.logprobs = tokenizer, sync, logprobs
+        self.stop_by_token = stop_by_token  # an experiment (bench gpu --parts loop), off until measured
+        self._stop_tokens: dict[tuple[str, ...], dict[int, str] | None] = {}
         self.lora_request = None  # the adapter served now (sync "lora", after the first sync)
         self._adapters: Path | None = None
         if sync == "lora" and lora_rank > 0:
@@ -341,18 +344,33 @@ class VLLMBackend:
             if old != path:
                 shutil.rmtree(old, ignore_errors=True)
 
+    def stop_tokens(self, stop: Sequence[str]) -> dict[int, str] | None:
+        """{token id: stop string} when every stop string is one token of the tokenizer (the tiny
+        tier's tags are), else None. With ``stop_by_token`` vLLM then stops on those ids and skips
+        its per-step detokenisation; the text is decoded once at the end."""
+        stop = tuple(stop)
+        if stop not in self._stop_tokens:
+            ids = [self.tokenizer(s, add_special_tokens=False)["input_ids"] for s in stop]
+            self._stop_tokens[stop] = ({i[0]: s for i, s in zip(ids, stop)} if stop and all(len(i) == 1 for i in ids)
+                                       else None)
+        return self._stop_tokens[stop]
+
     def _params(self, *, max_tokens: int, temperature: float, top_p: float, stop: Sequence[str], seed,
                 choice: Sequence[str] | None = None):
         from vllm import SamplingParams
 
         extra = {}
+        by_token = self.stop_tokens(stop) if self.stop_by_token else None
+        if by_token:
+            extra.update(stop_token_ids=list(by_token), detokenize=False)
+        else:
+            extra.update(stop=list(stop), include_stop_str_in_output=True)
         if choice is not None:
             from vllm.sampling_params import StructuredOutputsParams
 
             extra["structured_outputs"] = StructuredOutputsParams(choice=list(choice))
         return SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0, top_k=-1,
-                              max_tokens=max_tokens, stop=list(stop), include_stop_str_in_output=True,
-                              logprobs=0 if self.logprobs else None, seed=seed, **extra)
+                              max_tokens=max_tokens, logprobs=0 if self.logprobs else None, seed=seed, **extra)
 
     def _run(self, prompt_ids: list[list[int]], params: list) -> list[tuple[Generation, str | None]]:
         """(generation, the stop string that ended it or None) per prompt."""
@@ -360,15 +378,19 @@ class VLLMBackend:
 
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids], params,
                                  use_tqdm=False, lora_request=self.lora_request)
+        names = {i: name for found in self._stop_tokens.values() if found for i, name in found.items()}
+        undecoded = [k for k, p in enumerate(params) if not getattr(p, "detokenize", True)]
+        decoded = dict(zip(undecoded, self.tokenizer.batch_decode(
+            [list(outs[k].outputs[0].token_ids) for k in undecoded], skip_special_tokens=True)))
         result = []
-        for out in outs:
+        for k, out in enumerate(outs):
             c = out.outputs[0]
             ids = list(c.token_ids)
-            stopped = c.stop_reason if isinstance(c.stop_reason, str) else None
+            stopped = c.stop_reason if isinstance(c.stop_reason, str) else names.get(c.stop_reason)
             reason = "length" if c.finish_reason == "length" else "stop" if stopped else "eos"
             logprobs = ([lp[t].logprob for lp, t in zip(c.logprobs, ids)] if self.logprobs
                         else [float("nan")] * len(ids))  # not computed: the trainer computes its own
-            result.append((Generation(c.text, ids, logprobs, reason), stopped))
+            result.append((Generation(decoded.get(k, c.text), ids, logprobs, reason), stopped))
         return result
 
     def generate(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
