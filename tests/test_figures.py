@@ -191,6 +191,19 @@ def test_table1_keeps_the_gain_column_with_two_backbones(db):
     assert run.loc[("Qwen2.5-3B", "base"), "gain (Avg.)"] == 0.0
 
 
+def test_table2_pairs_build_up_rows_of_one_backbone_only(db):
+    """A second backbone's build-up rows (one row: coevokg only) must not be chained with the first's."""
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em) "
+                "SELECT 'zz-7b/coevokg/tinyworld/test#0', 'p', 'tinyworld', question_id, 'x', 1.0 FROM questions")
+    con.close()
+    con = figures.open_store(db)
+    rows = figures.table2_run(con).set_index("variant")
+    con.close()
+    assert set(rows.run) == {"tiny/ssp", "tiny/coevokg"}  # 'zz-7b' sorts last: it used to be picked for coevokg
+    assert (rows.loc["+ write back (full)", ["wins", "losses"]] == (5, 4)).all()
+
+
 def test_figure3_layout_whole_rounds_short_titles_legend_below(db):
     con = figures.open_store(db)
     fig = figures.figure3(con)

@@ -513,18 +513,27 @@ def table1(con=None, ref: Reference | None = None) -> tuple[dict[str, pd.DataFra
 
 
 def table2_run(con, buildup: dict[str, str] | None = None) -> pd.DataFrame:
-    """Table 2's layout from the store: the build-up runs' macro averages, deltas and sign tests."""
+    """Table 2's layout from the store: the build-up runs' macro averages, deltas and sign tests,
+    all of one backbone (the one with the most build-up rows evaluated; a store holding several
+    backbones or tiers never pairs evaluations across them)."""
     buildup = buildup or BUILDUP
     scores = eval_scores(con)
     if scores.empty:
         return pd.DataFrame()
     avg = scores.groupby("model").accuracy.mean()
+    rows_of: dict[str, list[str]] = {}
+    for model in avg.index:
+        backbone, method = model.split("/", 1)
+        if method in buildup:
+            rows_of.setdefault(backbone, []).append(method)
+    if not rows_of:
+        return pd.DataFrame()
+    backbone = max(sorted(rows_of), key=lambda b: len(rows_of[b]))
     rows, previous = [], None
     for method, label in buildup.items():
-        chosen = [m for m in avg.index if m.split("/", 1)[1] == method]
-        if not chosen:
+        if method not in rows_of[backbone]:
             continue
-        run = chosen[-1]  # the evaluated backbone/method of this variant
+        run = f"{backbone}/{method}"  # the evaluated backbone/method of this variant
         row = {"variant": label, "run": run, "avg": avg[run], "delta": None, "p": None, "wins": None, "losses": None}
         if previous is not None:
             wins, losses = _paired(con, previous, run)
