@@ -27,14 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-SHAPES = {  # the published config.json values (workbench.plan.ARCHITECTURES); tiny: a CPU check
-    "3b": dict(hidden_size=2048, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2,
-               intermediate_size=11008, vocab_size=151936, tie_word_embeddings=True),
-    "7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
-               intermediate_size=18944, vocab_size=152064, tie_word_embeddings=False),
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                 intermediate_size=128, vocab_size=2048, tie_word_embeddings=True),
-}
+from workbench.method.gpu_bench import SHAPES as PUBLISHED  # the published config.json values
+
+SHAPES = {"3b": PUBLISHED["qwen2.5-3b"], "7b": PUBLISHED["qwen2.5-7b"],
+          "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,  # a CPU check
+                       intermediate_size=128, vocab_size=2048, tie_word_embeddings=True)}
 ENCODERS = {"3b": (768, 12, 12, 3072), "7b": (768, 12, 12, 3072), "tiny": (32, 1, 2, 64)}  # e5-base-v2: 768 x 12
 
 
@@ -71,7 +68,7 @@ def make_model(folder: Path, shape: str) -> Path:
     from workbench.policy import protocol
     from workbench.policy.tokenizer import train_tokenizer
 
-    spec = SHAPES[shape]
+    spec = {k: v for k, v in SHAPES[shape].items() if k != "arch"}
     corpus = [protocol.SOLVER_INSTRUCTION, protocol.PROPOSER_INSTRUCTION, " ".join(syllable_vocabulary())] * 4
     tok = train_tokenizer(corpus, vocab_size=min(spec["vocab_size"], 8000))
     # pad with never-used special tokens up to the model's vocabulary, as Qwen's reserved ids are

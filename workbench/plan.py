@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workbench import paths
+from workbench.method.gpu_bench import SHAPES
 
 GIB = 2 ** 30
 TABLE1_DATASETS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "bamboogle")  # the README's import names
@@ -106,12 +107,10 @@ class Shape:
             raise ValueError(f"config.json: no {err.args[0]!r}; expected a decoder-only transformer's config") from None
 
 
-# The published config.json shapes of Table 1's three backbones.
-ARCHITECTURES = {
-    "Qwen/Qwen2.5-3B-Instruct": Shape(2048, 36, 16, 2, 11008, 151936, True, True),
-    "Qwen/Qwen2.5-7B-Instruct": Shape(3584, 28, 28, 4, 18944, 152064, False, True),
-    "meta-llama/Llama-3.1-8B-Instruct": Shape(4096, 32, 32, 8, 14336, 128256, False, False),
-}
+# The published config.json shapes of Table 1's three backbones (one table: gpu_bench.SHAPES).
+ARCHITECTURES = {hub_id: Shape.from_config({**SHAPES[key], "model_type": SHAPES[key]["arch"]}) for hub_id, key in (
+    ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b"), ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"))}
 
 
 def model_shape(model: str) -> Shape:
