@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -23,16 +22,15 @@ from workbench.kg.kilt_replica import REAL_KILT_BYTES, REAL_KILT_PAGES, write_re
 
 
 def _run(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) and stdout of one child process (one child at a time)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Wall seconds, peak RSS (MiB) and stdout of one child process (its own rusage, from wait4)."""
     t = time.perf_counter()
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ)).stdout
-    seconds = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux; max over children so far
-    if peak <= before:
-        print(f"warning: peak RSS of {cmd[3:5]} not above an earlier child's ({before} KiB); run sizes ascending",
-              file=sys.stderr)
-    return seconds, peak / 1024, out
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    out = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {child.returncode}")
+    return time.perf_counter() - t, usage.ru_maxrss / 1024, out  # ru_maxrss: KiB on Linux
 
 
 def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
