@@ -67,9 +67,10 @@ def main() -> int:
         print(json.dumps(rows[-1]), flush=True)
         data.unlink()
         db.unlink()
-    xs = [r["pages"] for r in rows]
+    measured = list(rows)
+    xs = [r["pages"] for r in measured]
     for key in ("import_s", "import_peak_rss_mb"):
-        slope, icpt = _line(xs, [r[key] for r in rows])
+        slope, icpt = _line(xs, [r[key] for r in measured])
         rows.append({"extrapolated": key, "per_1k_pages": round(1000 * slope, 2), "intercept": round(icpt, 1),
                      "at_real_kilt_pages": round(icpt + slope * REAL_KILT_PAGES, 1),
                      "real_kilt_pages": REAL_KILT_PAGES, "real_kilt_gib": round(REAL_KILT_BYTES / 2**30, 2)})
