@@ -342,7 +342,8 @@ class Trainer:
                                            weight_decay=0.0)
         self.guard = NonFiniteGuard(m.max_non_finite)
         self.kl = AdaptiveKL(m.kl_coef, m.kl_target, m.kl_horizon)
-        self.solver_reward = R.SOLVER_REWARDS[m.solver_reward or spec.solver_reward]
+        solver_reward = m.solver_reward or spec.solver_reward
+        self.solver_reward = R.SOLVER_REWARDS[solver_reward]
         proposer_reward = m.proposer_reward or spec.proposer_reward
         self.proposer_reward = proposer_reward if proposer_reward and spec.task_source != "seed_pool" else None
         if self.proposer_reward:
@@ -351,7 +352,10 @@ class Trainer:
         self.rollout_free = bool(self.proposer_reward) and not R.needs_outcome(self.proposer_reward)
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
                                       policy, m.verifier_max_new_tokens)
-        self.extractor = LLMPathExtractor(policy, m.extractor_max_new_tokens) if m.path_extractor == "llm" else None
+        # Eq. 8's LLM extractor only where Eq. 7 reads its path: another reward's S_path only fills
+        # the metrics, from the deterministic extraction (no extra greedy batch a round)
+        self.extractor = (LLMPathExtractor(policy, m.extractor_max_new_tokens)
+                          if m.path_extractor == "llm" and R.reads_path(solver_reward) else None)
         if spec.task_source == "kg_topology":  # EoG: queries, not chains, are what its verifier reads
             self.patterns = eog.parse_patterns(m.topology_patterns)
             # The LLM verifier's prompt renders a chain (a query is not one): EoG keeps its own
@@ -566,7 +570,8 @@ class Trainer:
 
     def _llm_paths(self, slots: list[Slot]) -> dict[int, list[int]]:
         """Eq. 8 by the LLM extractor (``method.path_extractor = llm``) for every correct rollout of
-        the round, in one batch, keyed by ``id(rollout)``; {} with the deterministic extractor."""
+        the round, in one batch, keyed by ``id(rollout)``; {} with the deterministic extractor or a
+        solver reward that reads no S_path (``rewards.reads_path``)."""
         if self.extractor is None:
             return {}
         todo = [(slot, roll) for slot in slots for roll in slot.rollouts
