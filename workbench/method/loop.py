@@ -362,7 +362,7 @@ class Trainer:
             # deterministic verifier at every tier, including the paper presets' verifier='llm'.
             if m.verifier in ("", "structural", "llm"):
                 self.verifier = eog.TopologyVerifier()
-        self._topology_graph = None
+        self._topology_graph, self._held_out = None, None
         self.path_params = PathSupportParams.of(m)
         self._g0: EvidenceGraph | None = None
         self.titles: dict[int, str] = dict(con.execute(
@@ -445,8 +445,9 @@ class Trainer:
         if self.spec.task_source == "kg_topology":  # EoG (seed 004): executed queries of Table 6
             if self._topology_graph is None:
                 self._topology_graph = eog.topology.TopologyGraph.from_store(self.con)
+                self._held_out = eog.held_out_queries(self.con, self.titles)  # the test set's queries
             queries = eog.draw_queries(self._topology_graph, self.patterns, m.chains_per_round, self.seed_for(t, 1),
-                                       m.topology_max_answers)
+                                       m.topology_max_answers, self._held_out)
             return eog.topology_views(self.con, queries, self.titles, self._topology_graph)
         if self.spec.task_source == "kg_chains":
             return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self.seed_for(t, 1),
