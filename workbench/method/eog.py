@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -35,7 +34,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.kg import topology, topology_qa
-from workbench.method.gate import DIMENSIONS, STOPWORDS, WH_WORDS, Verdict, _names, gate
+from workbench.method.gate import DIMENSIONS, STOPWORDS, Verdict, _names, _words, check_candidate, gate
 from workbench.method.memory import ChainView
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
@@ -279,10 +278,6 @@ def topology_choices(views: Sequence[TopologyView], m: int) -> Choices:
                                           for v in views for _ in range(m)])
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
 def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | None) -> Verdict | None:
     """The deterministic filter for a query: a rejecting Verdict, or None when it passes.
 
@@ -296,19 +291,13 @@ def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | N
         >>> filter_topology_candidate(v, ("Where was Ann born, Oslo or Bergen?", "Rome")).reason
         "leak: names answer 'Oslo'"
     """
-    if candidate is None:
-        return Verdict(0, None, None, extracted=False, reason="extraction failed")
-    question, answer = (candidate[0] or "").strip(), (candidate[1] or "").strip()
-    if not question or not answer:
-        return Verdict(0, question, answer, extracted=False, reason="empty")
-    if normalize_answer(answer) not in {normalize_answer(t) for t in view.answer_titles}:
-        return Verdict(0, question, answer, True, reason="answer not in answer set")
-    named = next((t for t in view.answer_titles if _names(question, t)), None)
-    if named is not None:
-        return Verdict(0, question, answer, True, leak=True, reason=f"leak: names answer {named!r}")
-    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
-        return Verdict(0, question, answer, True, reason="not one wh-question")
-    return None
+    def query_checks(question: str, answer: str) -> tuple[str, bool] | None:
+        if normalize_answer(answer) not in {normalize_answer(t) for t in view.answer_titles}:
+            return "answer not in answer set", False
+        named = next((t for t in view.answer_titles if _names(question, t)), None)
+        return (f"leak: names answer {named!r}", True) if named is not None else None
+
+    return check_candidate(candidate, query_checks)
 
 
 class TopologyVerifier:
