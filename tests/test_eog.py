@@ -346,3 +346,46 @@ def test_eval_on_topology_questions_reports_hit1_and_f1(db):
     con.close()
     assert set(s.group) == {*topology.PATTERNS, "macro"} and s.n.iloc[-1] == 12
     assert ((0 <= s.f1) & (s.f1 <= s.hit1) & (s.hit1 <= 1)).all()
+
+
+def test_training_draws_never_pose_a_held_out_test_query(db):
+    """The smoke graph's query space is small: 20 rounds of the trainer's seeds hit the test set
+    (tinyworld_topology) 5 times in 40 draws; with the store's held-out set every hit is redrawn."""
+    from workbench.kg import topology_qa
+
+    con = store.connect(db)
+    topology_qa.ensure_topology_questions(con)
+    g = topology.TopologyGraph.from_store(con)
+    titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
+    keys, held_out = topology_qa.held_out_keys(con), eog.held_out_queries(con, titles)
+    con.close()
+    plain = [eog.draw_queries(g, topology.PATTERNS, 2, t * 101 + 1, 20) for t in range(20)]
+    kept = [eog.draw_queries(g, topology.PATTERNS, 2, t * 101 + 1, 20, held_out) for t in range(20)]
+    assert sum(topology_qa.query_key(q, titles) in keys for qs in plain for q in qs) > 0
+    assert not any(topology_qa.query_key(q, titles) in keys for qs in kept for q in qs)
+    assert [len(qs) for qs in kept] == [len(qs) for qs in plain]
+    assert kept == [eog.draw_queries(g, topology.PATTERNS, 2, t * 101 + 1, 20, held_out) for t in range(20)]
+    # a round without a hit draws exactly what it drew without the check
+    assert all(k == p for k, p in zip(kept, plain) if not any(topology_qa.query_key(q, titles) in keys for q in p))
+
+
+def test_an_eog_run_builds_the_test_set_and_leaves_it_out(db, monkeypatch):
+    from workbench.kg import topology_qa
+
+    calls, real = [], eog.draw_queries
+
+    def draw(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append((args[5] if len(args) > 5 else kwargs.get("held_out"), out))
+        return out
+
+    monkeypatch.setattr(eog, "draw_queries", draw)
+    train(db, run="eog-held-out", method="eog", preset="smoke", steps=2, progress=False, log=None)
+    con = store.connect(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM questions WHERE dataset = ? AND split = 'test'",
+                       [topology_qa.DATASET]).fetchone()[0] > 0
+    titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
+    keys = topology_qa.held_out_keys(con)
+    con.close()
+    assert len(calls) == 2 and all(h is not None for h, _ in calls)
+    assert not any(topology_qa.query_key(q, titles) in keys for _, qs in calls for q in qs)

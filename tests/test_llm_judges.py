@@ -90,3 +90,31 @@ def test_a_round_runs_with_both_llm_judges(tmp_path):
                  overrides={"method.verifier": "llm", "method.path_extractor": "llm",
                             "method.verifier_max_new_tokens": 16, "method.extractor_max_new_tokens": 16})
     assert len(rows) == 1 and rows[0]["seed_fallback_rate"] <= 1.0
+
+
+@pytest.mark.parametrize("method, solver_reward, built", [("search_r1", "", False), ("coevokg", "", True),
+                                                          ("coevokg", "exact_match", False)])
+def test_the_llm_extractor_runs_only_for_a_reward_that_reads_s_path(tmp_path, monkeypatch, method, solver_reward,
+                                                                     built):
+    """Search-R1's (and any reward's without S_path) rounds pay no extractor batch; its S_path
+    metrics come from the deterministic extraction."""
+    from workbench import store
+    from workbench.method import loop
+    from workbench.method.train import ensure_world, train
+
+    made = []
+
+    class Recording(LLMPathExtractor):
+        def __init__(self, *args, **kwargs):
+            made.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "LLMPathExtractor", Recording)
+    db = tmp_path / "s.duckdb"
+    con = store.connect(db)
+    ensure_world(con, preset("smoke"))
+    con.close()
+    rows = train(str(db), run=f"extractor-{method}-{solver_reward or 'own'}", method=method, preset="smoke", steps=1, progress=False, log=None,
+                 overrides={"method.path_extractor": "llm", "method.extractor_max_new_tokens": 8,
+                            "method.solver_reward": solver_reward, "method.val_questions": 1})
+    assert bool(made) == built and 0 <= rows[0]["s_path_mean"] <= 1

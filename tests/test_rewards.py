@@ -8,7 +8,7 @@ import pytest
 from workbench.method import registry, rewards
 from workbench.method.rewards import (PROPOSER_REWARDS, SOLVER_REWARDS, GroupOutcome, ProposerInputs, Schedule,
                                       SolverInputs,
-                                      difficulty_reward, path_score, solver_reward, success_rate,
+                                      difficulty_reward, path_score, reads_path, solver_reward, success_rate,
                                       target_success_rate)
 
 
@@ -103,6 +103,22 @@ def test_solver_registry_values():
                                              "dr_free", "dr_free_wo_closed_book", "dr_free_wo_source_only",
                                              "dr_free_wo_one_shot", "dr_free_wo_per_hop",
                                              "dr_free_plus_dr_zero"}  # Dr. Free: test_drfree*.py
+
+
+def test_reads_path_flags_exactly_the_solver_rewards_that_read_s_path():
+    """The loop runs the LLM path extractor for a flagged reward only: a flag must be True iff
+    S_path changes the reward (checked on a correct trajectory, S_path 0 vs 1)."""
+    from types import SimpleNamespace as NS
+
+    traj = NS(answer="Rome", finished_reason="answer", invalid_actions=0, queries=["Ann"], kg_queries=[],
+              entity_ids=[1], kg_entity_ids=[])
+    slot = NS(chain=None, gold_chain=[1, 2], answers=["Rome"], hops=2)
+    flagged = set()
+    for name in SOLVER_REWARDS.names():
+        low, high = (SOLVER_REWARDS[name](SolverInputs(1, s, 0.2, traj, slot)) for s in (0.0, 1.0))
+        assert (low != high) == reads_path(name), name
+        flagged |= {name} if reads_path(name) else set()
+    assert flagged == {"coevokg"}
 
 
 def test_outcome_rewards_say_when_no_outcome_is_given():

@@ -4,10 +4,15 @@ issue 19): dataset ``tinyworld_topology``, one family per pattern of Table 6.
 EoG reports Hit@1 and F1 on KGQA benchmarks whose questions have answer SETS; TinyWorld's own
 test questions have one answer entity each (their ``answers`` are its aliases), where Hit@1 and
 set F1 both reduce to EM. This set gives the evaluation answer sets: queries sampled by
-``topology.sample_queries`` (seed ``seed + 1_000``, ours, apart from the seeds training rounds
-draw with), each asked by a fixed template per pattern (ours; EoG's questions are written by its
-proposer) and answered by the titles of its complete answer set. ``evaluate`` then scores EM
-against any member (= Hit@1) and ``evaluate.set_scores`` the set F1.
+``topology.sample_queries`` (seed ``seed + 1_000``, ours), each asked by a fixed template per
+pattern (ours; EoG's questions are written by its proposer) and answered by the titles of its
+complete answer set. ``evaluate`` then scores EM against any member (= Hit@1) and
+``evaluate.set_scores`` the set F1.
+
+Another seed does not keep the sets apart: the query space of a small graph is finite, so
+training's per-round draws can hit a test query. Training therefore leaves out every query the
+store holds under :data:`DATASET` (:func:`held_out_keys`, matched by :func:`query_key`;
+``eog.draw_queries`` redraws on a hit), and an EoG run builds this set before its first round.
 
 Example:
     >>> from workbench.kg.topology import Query
@@ -21,7 +26,7 @@ from workbench import store
 from workbench.kg import topology
 
 DATASET = "tinyworld_topology"
-SEED_OFFSET = 1_000  # ours: the test set's queries are drawn apart from training's per-round seeds
+SEED_OFFSET = 1_000  # ours: the test set's seed, other than training's per-round seeds (overlap: held_out_keys)
 
 TEMPLATES = {  # ours: one fixed wording per pattern, following the formula's variables
     "1p": "What is {a1} {r1}?",
@@ -77,3 +82,31 @@ def ensure_topology_questions(con, per_pattern: int = 100, seed: int = 0, split:
             (first + i, DATASET, split, q.pattern, question_text(q, titles), [titles[a] for a in q.answers],
              [*q.anchors, *q.answers], topology.DEPTH[q.pattern]) for i, q in enumerate(queries)])
     return len(queries)
+
+
+def query_key(query: topology.Query, titles: dict[int, str]) -> tuple[str, tuple[int, ...], str]:
+    """What identifies a query as a held-out question: its pattern, its anchors and its question
+    text (the template names the relations; the store keeps the text, not the labels).
+
+    Example:
+        >>> from workbench.kg.topology import Query
+        >>> query_key(Query("1p", (1,), ("born in",), (3,)), {1: "Ann"})
+        ('1p', (1,), 'What is Ann born in?')
+    """
+    return query.pattern, tuple(query.anchors), question_text(query, titles)
+
+
+def held_out_keys(con) -> frozenset:
+    """The :func:`query_key` of every question the store holds under :data:`DATASET` (any split):
+    the queries training must not draw. Empty when the set was never built.
+
+    Example:
+        >>> from workbench.kg.tinyworld import build_world
+        >>> con = store.connect(":memory:"); _ = build_world(con, preset="smoke", seed=0)
+        >>> len(held_out_keys(con))
+        0
+        >>> n = ensure_topology_questions(con, per_pattern=2); 0 < len(held_out_keys(con)) <= n
+        True
+    """
+    rows = con.execute("SELECT family, chain, question FROM questions WHERE dataset = ?", [DATASET]).fetchall()
+    return frozenset((f, tuple(chain[:topology.N_ANCHORS[f]]), q) for f, chain, q in rows)

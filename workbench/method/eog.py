@@ -27,15 +27,14 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from workbench.kg import topology
-from workbench.method.gate import DIMENSIONS, STOPWORDS, WH_WORDS, Verdict, _names, gate
+from workbench.kg import topology, topology_qa
+from workbench.method.gate import DIMENSIONS, STOPWORDS, Verdict, _names, _words, check_candidate, gate
 from workbench.method.memory import ChainView
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
@@ -93,10 +92,25 @@ def parse_patterns(text: str) -> tuple[str, ...]:
     return names
 
 
+def _pool(graph: topology.TopologyGraph, pattern: str, n: int, seed: int, max_answers: int,
+          held_out: Callable[[topology.Query], bool] | None) -> list[topology.Query]:
+    """Up to ``n`` queries of ``pattern`` (``topology.sample_queries``) that ``held_out`` does not
+    claim: a hit is redrawn by asking the same seed for more (its draws extend, never reorder)."""
+    k = n
+    while True:
+        drawn = topology.sample_queries(graph, pattern, k, seed=seed, max_answers=max_answers)
+        kept = [q for q in drawn if not held_out(q)] if held_out is not None else drawn
+        if len(kept) >= n or len(drawn) < k:
+            return kept[:n]
+        k += n - len(kept)
+
+
 def draw_queries(graph: topology.TopologyGraph, patterns: Sequence[str], n: int, seed: int,
-                 max_answers: int) -> list[topology.Query]:
+                 max_answers: int, held_out: Callable[[topology.Query], bool] | None = None) -> list[topology.Query]:
     """``n`` queries, each of a pattern drawn uniformly from ``patterns`` (ours), deterministic by
-    ``seed``; a pattern the graph cannot ground is redrawn among the others.
+    ``seed``; a pattern the graph cannot ground is redrawn among the others. A query ``held_out``
+    claims (the store's test set, ``topology_qa.held_out_keys``) is redrawn: training never poses
+    a test query.
 
     Example:
         >>> from workbench.kg.walks import CSRGraph
@@ -105,7 +119,7 @@ def draw_queries(graph: topology.TopologyGraph, patterns: Sequence[str], n: int,
         ['2p', '1p', '1p']
     """
     rng = np.random.default_rng(seed)
-    pools = {p: topology.sample_queries(graph, p, n, seed=seed, max_answers=max_answers) for p in patterns}
+    pools = {p: _pool(graph, p, n, seed, max_answers, held_out) for p in patterns}
     if not any(pools.values()):
         raise ValueError("the store's graph grounds none of method.topology_patterns "
                          f"{','.join(patterns)} with 1..{max_answers} answers")
@@ -264,10 +278,6 @@ def topology_choices(views: Sequence[TopologyView], m: int) -> Choices:
                                           for v in views for _ in range(m)])
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
 def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | None) -> Verdict | None:
     """The deterministic filter for a query: a rejecting Verdict, or None when it passes.
 
@@ -281,19 +291,13 @@ def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | N
         >>> filter_topology_candidate(v, ("Where was Ann born, Oslo or Bergen?", "Rome")).reason
         "leak: names answer 'Oslo'"
     """
-    if candidate is None:
-        return Verdict(0, None, None, extracted=False, reason="extraction failed")
-    question, answer = (candidate[0] or "").strip(), (candidate[1] or "").strip()
-    if not question or not answer:
-        return Verdict(0, question, answer, extracted=False, reason="empty")
-    if normalize_answer(answer) not in {normalize_answer(t) for t in view.answer_titles}:
-        return Verdict(0, question, answer, True, reason="answer not in answer set")
-    named = next((t for t in view.answer_titles if _names(question, t)), None)
-    if named is not None:
-        return Verdict(0, question, answer, True, leak=True, reason=f"leak: names answer {named!r}")
-    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
-        return Verdict(0, question, answer, True, reason="not one wh-question")
-    return None
+    def query_checks(question: str, answer: str) -> tuple[str, bool] | None:
+        if normalize_answer(answer) not in {normalize_answer(t) for t in view.answer_titles}:
+            return "answer not in answer set", False
+        named = next((t for t in view.answer_titles if _names(question, t)), None)
+        return (f"leak: names answer {named!r}", True) if named is not None else None
+
+    return check_candidate(candidate, query_checks)
 
 
 class TopologyVerifier:
@@ -366,9 +370,23 @@ def curriculum_metrics(tasks) -> dict:
             "topology_success": {p: ok[p] / n[p] for p in order}}
 
 
+def held_out_queries(con, titles: dict[int, str]) -> Callable[[topology.Query], bool] | None:
+    """Whether a query is one of the store's held-out topology questions (``topology_qa``), or
+    None when the store holds none (then draws are exactly those without the check).
+
+    Example:
+        >>> from workbench import store
+        >>> held_out_queries(store.connect(":memory:"), {}) is None
+        True
+    """
+    keys = topology_qa.held_out_keys(con)
+    return (lambda q: topology_qa.query_key(q, titles) in keys) if keys else None
+
+
 def sample_views(con, per_pattern: int = 1, seed: int = 0, patterns: Sequence[str] = topology.PATTERNS,
                  max_answers: int = topology.MAX_ANSWERS) -> list[TopologyView]:
-    """``per_pattern`` executed queries of each pattern as views (pattern-major), for showing.
+    """``per_pattern`` executed queries of each pattern as views (pattern-major), for showing; the
+    store's held-out test queries are left out, as in training (:func:`draw_queries`).
 
     Example:
         >>> from workbench import store
@@ -379,7 +397,8 @@ def sample_views(con, per_pattern: int = 1, seed: int = 0, patterns: Sequence[st
     """
     graph = topology.TopologyGraph.from_store(con)
     titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
-    queries = [q for p in patterns for q in topology.sample_queries(graph, p, per_pattern, seed=seed, max_answers=max_answers)]
+    held_out = held_out_queries(con, titles)
+    queries = [q for p in patterns for q in _pool(graph, p, per_pattern, seed, max_answers, held_out)]
     return topology_views(con, queries, titles, graph)
 
 

@@ -83,6 +83,36 @@ def answer_position(chain, answer: str) -> int | None:
     return next((i for i, t in enumerate(chain.titles) if target and normalize_answer(t) == target), None)
 
 
+def check_candidate(candidate: tuple[str, str] | None,
+                    checks: Callable[[str, str], tuple[str, bool] | None]) -> Verdict | None:
+    """Eq. 6's deterministic checks around a task's own: a rejecting Verdict (index 0, Q 0), or
+    None when the candidate passes. In order: 'extraction failed', 'empty', then ``checks(question,
+    answer)`` (the task's answer and leakage rules: a ``(reason, leak)`` rejection or None), then
+    'not one wh-question' (exactly one '?', ending the question, and a wh-word). The chain gate
+    (:func:`filter_candidate`) and EoG's (``eog.filter_topology_candidate``) differ in ``checks`` only.
+
+    Example:
+        >>> check_candidate(("Who wrote it?", "Ann"), lambda q, a: None) is None
+        True
+        >>> check_candidate(("Who wrote it? Ann?", "Ann"), lambda q, a: None).reason
+        'not one wh-question'
+        >>> check_candidate((" ", "Ann"), lambda q, a: None).reason
+        'empty'
+    """
+    if candidate is None:
+        return Verdict(0, None, None, extracted=False, reason="extraction failed")
+    question, answer = (candidate[0] or "").strip(), (candidate[1] or "").strip()
+    if not question or not answer:
+        return Verdict(0, question, answer, extracted=False, reason="empty")
+    rejected = checks(question, answer)
+    if rejected is not None:
+        reason, leak = rejected
+        return Verdict(0, question, answer, True, leak=leak, reason=reason)
+    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
+        return Verdict(0, question, answer, True, reason="not one wh-question")
+    return None
+
+
 def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool = False,
                      leak_filter: bool = True) -> Verdict | None:
     """The deterministic filter: a rejecting Verdict (index 0, Q 0), or None when it passes.
@@ -109,26 +139,21 @@ def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool
         >>> filter_candidate(c, ("Where was the author born?", "Rome")) is None
         True
     """
-    if candidate is None:
-        return Verdict(0, None, None, extracted=False, reason="extraction failed")
-    question, answer = (candidate[0] or "").strip(), (candidate[1] or "").strip()
-    if not question or not answer:
-        return Verdict(0, question, answer, extracted=False, reason="empty")
-    reject = lambda reason, leak=False: Verdict(0, question, answer, True, leak=leak, reason=reason)  # noqa: E731
-    position = answer_position(chain, answer)
-    if position is None:
-        return reject("answer not in chain")
-    if leak_filter:
-        norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
-        if norm_a and f" {norm_a} " in norm_q:
-            return reject("leak: answer in question", leak=True)
-        named = next((t for i, t in enumerate(chain.titles) if _names(question, t)
-                      and not (allow_topic and i == 0 and position != 0)), None)
-        if named is not None:
-            return reject(f"leak: names chain entity {named!r}", leak=True)
-    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
-        return reject("not one wh-question")
-    return None
+    def chain_checks(question: str, answer: str) -> tuple[str, bool] | None:
+        position = answer_position(chain, answer)
+        if position is None:
+            return "answer not in chain", False
+        if leak_filter:
+            norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
+            if norm_a and f" {norm_a} " in norm_q:
+                return "leak: answer in question", True
+            named = next((t for i, t in enumerate(chain.titles) if _names(question, t)
+                          and not (allow_topic and i == 0 and position != 0)), None)
+            if named is not None:
+                return f"leak: names chain entity {named!r}", True
+        return None
+
+    return check_candidate(candidate, chain_checks)
 
 
 QUALITY_AGGREGATIONS: dict[str, Callable[[Sequence[float]], float]] = {

@@ -12,7 +12,10 @@ trajectory's candidates (the retrieved entities and its question's chain, ``loop
 so every entity on the path is grounded, as section 3.3 requires; unknown lines are dropped, a
 repeated entity keeps its first place, and, as in the deterministic extractor, an answer that
 names a candidate ends the path. Only correct trajectories are sent (ours): Eq. 7 gives an
-incorrect one no process credit, so its path (the deterministic one) only feeds the metrics.
+incorrect one no process credit, so its path (the deterministic one) only feeds the metrics. For
+the same reason the loop builds the extractor only for a solver reward that reads S_path
+(``rewards.reads_path``: Eq. 7's); Search-R1, Dr. Free, EoG and DynaSearcher keep the
+deterministic extraction for their S_path metrics.
 
 Example:
     >>> parse_path("Ann\\nthe city of Rome\\nRome\\nAnn", {1: "Ann", 2: "Rome", 3: "Italy"}, "Italy")

@@ -342,7 +342,8 @@ class Trainer:
                                            weight_decay=0.0)
         self.guard = NonFiniteGuard(m.max_non_finite)
         self.kl = AdaptiveKL(m.kl_coef, m.kl_target, m.kl_horizon)
-        self.solver_reward = R.SOLVER_REWARDS[m.solver_reward or spec.solver_reward]
+        solver_reward = m.solver_reward or spec.solver_reward
+        self.solver_reward = R.SOLVER_REWARDS[solver_reward]
         proposer_reward = m.proposer_reward or spec.proposer_reward
         self.proposer_reward = proposer_reward if proposer_reward and spec.task_source != "seed_pool" else None
         if self.proposer_reward:
@@ -351,14 +352,17 @@ class Trainer:
         self.rollout_free = bool(self.proposer_reward) and not R.needs_outcome(self.proposer_reward)
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
                                       policy, m.verifier_max_new_tokens)
-        self.extractor = LLMPathExtractor(policy, m.extractor_max_new_tokens) if m.path_extractor == "llm" else None
+        # Eq. 8's LLM extractor only where Eq. 7 reads its path: another reward's S_path only fills
+        # the metrics, from the deterministic extraction (no extra greedy batch a round)
+        self.extractor = (LLMPathExtractor(policy, m.extractor_max_new_tokens)
+                          if m.path_extractor == "llm" and R.reads_path(solver_reward) else None)
         if spec.task_source == "kg_topology":  # EoG: queries, not chains, are what its verifier reads
             self.patterns = eog.parse_patterns(m.topology_patterns)
             # The LLM verifier's prompt renders a chain (a query is not one): EoG keeps its own
             # deterministic verifier at every tier, including the paper presets' verifier='llm'.
             if m.verifier in ("", "structural", "llm"):
                 self.verifier = eog.TopologyVerifier()
-        self._topology_graph = None
+        self._topology_graph, self._held_out = None, None
         self.path_params = PathSupportParams.of(m)
         self._g0: EvidenceGraph | None = None
         self.titles: dict[int, str] = dict(con.execute(
@@ -441,8 +445,9 @@ class Trainer:
         if self.spec.task_source == "kg_topology":  # EoG (seed 004): executed queries of Table 6
             if self._topology_graph is None:
                 self._topology_graph = eog.topology.TopologyGraph.from_store(self.con)
+                self._held_out = eog.held_out_queries(self.con, self.titles)  # the test set's queries
             queries = eog.draw_queries(self._topology_graph, self.patterns, m.chains_per_round, self.seed_for(t, 1),
-                                       m.topology_max_answers)
+                                       m.topology_max_answers, self._held_out)
             return eog.topology_views(self.con, queries, self.titles, self._topology_graph)
         if self.spec.task_source == "kg_chains":
             return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self.seed_for(t, 1),
@@ -566,7 +571,8 @@ class Trainer:
 
     def _llm_paths(self, slots: list[Slot]) -> dict[int, list[int]]:
         """Eq. 8 by the LLM extractor (``method.path_extractor = llm``) for every correct rollout of
-        the round, in one batch, keyed by ``id(rollout)``; {} with the deterministic extractor."""
+        the round, in one batch, keyed by ``id(rollout)``; {} with the deterministic extractor or a
+        solver reward that reads no S_path (``rewards.reads_path``)."""
         if self.extractor is None:
             return {}
         todo = [(slot, roll) for slot in slots for roll in slot.rollouts

@@ -335,7 +335,26 @@ def exact_match_reward(x: SolverInputs) -> float:
     return float(x.r_ans)
 
 
+def path_rewarded(fn):
+    """Mark a solver reward that reads S_path (``reads_path``): only then does the loop pay for
+    the LLM path extractor (``method.path_extractor = llm``, one greedy batch a round); the other
+    rewards' S_path only feeds the round's metrics, from the deterministic extraction (Eq. 8)."""
+    fn.reads_path = True
+    return fn
+
+
+def reads_path(name: str) -> bool:
+    """Whether the named solver reward reads S_path (Eq. 9), i.e. its path extraction matters.
+
+    Example:
+        >>> reads_path("coevokg"), reads_path("exact_match")
+        (True, False)
+    """
+    return getattr(SOLVER_REWARDS[name], "reads_path", False)
+
+
 @SOLVER_REWARDS.register("coevokg")
+@path_rewarded
 def coevokg_solver(x: SolverInputs) -> float:
     """CoEvoKG: Eq. 7, R_s = R_ans (1 + beta S_path)."""
     return solver_reward(x.r_ans, x.s_path, x.beta)

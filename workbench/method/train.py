@@ -37,6 +37,7 @@ import torch
 
 from workbench import paths, store
 from workbench.config import Config, preset as get_preset
+from workbench.kg import topology_qa
 from workbench.method.loop import Trainer
 from workbench.method.methods import method_spec, uses_kg_tool
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
@@ -138,6 +139,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         runs = RunStore(con, run)
         _claim_folder(folder, store_path(con), runs, resume, overwrite)
         ensure_world(con, cfg)
+        if spec.task_source == "kg_topology":  # EoG: the held-out set exists before any draw, which leaves it out
+            topology_qa.ensure_topology_questions(con)
         base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
             con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress),
             kg_tool=kg_warmstart(spec, cfg)))
