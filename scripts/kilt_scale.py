@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.kg.kilt_replica import REAL_KILT_BYTES, REAL_KILT_PAGES, write_replica
+from workbench.kg.kilt_replica import REAL_KILT_BYTES, REAL_KILT_PAGES
 
 
 def _run(cmd: list[str]) -> tuple[float, float, str]:

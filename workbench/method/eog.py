@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.kg import topology, topology_qa
-from workbench.method.gate import DIMENSIONS, STOPWORDS, Verdict, _names, _words, check_candidate, gate
+from workbench.method.gate import STOPWORDS, Verdict, _names, _words, check_candidate, clarity, gate, weak_reason
 from workbench.method.memory import ChainView
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
@@ -329,12 +329,9 @@ class TopologyVerifier:
                 "faithfulness": (grounded + sum(_names(question, a) for a in anchors) / len(anchors)) / 2,
                 "multi_hop": len(touched) / len(rel_words),
                 "answer_focus": 1.0 if touched & set(ANSWER_RELATIONS[view.pattern]) else 0.0,
-                "clarity": 1.0 if (question.count("?") == 1 and question.strip().endswith("?")
-                                   and self.min_words <= len(words) <= self.max_words) else 0.0,
+                "clarity": clarity(question, len(words), self.min_words, self.max_words),
             }
-            weak = [d for d in DIMENSIONS if scores[d] < 1.0]
-            reason = "ok" if not weak else "weak: " + ", ".join(f"{d}={scores[d]:.2f}" for d in weak)
-            verdicts.append(Verdict(i, question, answer, True, scores=scores, reason=reason))
+            verdicts.append(Verdict(i, question, answer, True, scores=scores, reason=weak_reason(scores)))
         return verdicts
 
 

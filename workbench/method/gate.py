@@ -181,6 +181,24 @@ def quality(verdict: Verdict, aggregation: str = "geometric_mean") -> float:
     return float(QUALITY_AGGREGATIONS[aggregation]([verdict.scores.get(d, 0.0) for d in DIMENSIONS]))
 
 
+def clarity(question: str, n_words: int, min_words: int, max_words: int) -> float:
+    """Eq. 6's clarity dimension, deterministic (ours): one question mark, at the end, and a length
+    within [min_words, max_words].
+
+    Example:
+        >>> clarity("Who directed Kavimo?", 3, 3, 30), clarity("Who? What?", 2, 3, 30)
+        (1.0, 0.0)
+    """
+    ok = question.count("?") == 1 and question.strip().endswith("?") and min_words <= n_words <= max_words
+    return 1.0 if ok else 0.0
+
+
+def weak_reason(scores: dict) -> str:
+    """A verdict's reason: 'ok', or 'weak: ' and every dimension below 1 with its score."""
+    weak = [d for d in DIMENSIONS if scores[d] < 1.0]
+    return "ok" if not weak else "weak: " + ", ".join(f"{d}={scores[d]:.2f}" for d in weak)
+
+
 class StructuralVerifier:
     """Deterministic verifier for the tiny tier: checks the question against the chain.
 
@@ -212,12 +230,9 @@ class StructuralVerifier:
                                  if content and pos is not None else 0.0),
                 "multi_hop": min(len(touched), 2) / 2.0,
                 "answer_focus": 1.0 if touched & incident else 0.0,
-                "clarity": 1.0 if (question.count("?") == 1 and question.strip().endswith("?")
-                                   and self.min_words <= len(words) <= self.max_words) else 0.0,
+                "clarity": clarity(question, len(words), self.min_words, self.max_words),
             }
-            weak = [d for d in DIMENSIONS if scores[d] < 1.0]
-            reason = "ok" if not weak else "weak: " + ", ".join(f"{d}={scores[d]:.2f}" for d in weak)
-            verdicts.append(Verdict(i, question, answer, True, scores=scores, reason=reason))
+            verdicts.append(Verdict(i, question, answer, True, scores=scores, reason=weak_reason(scores)))
         return verdicts
 
 
