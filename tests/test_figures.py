@@ -430,6 +430,27 @@ def test_table1_shows_paper_tier_runs_beside_the_paper_and_the_reference(db, ref
     assert (tmp_path / "out" / "table1_main_results_paper_tier.csv") in written
 
 
+def test_paper_tier_rows_keep_the_evaluated_models_name_and_compare_like_for_like(db):
+    """A 7B model evaluated at preset paper is a Qwen2.5-7B row (not the preset's 3B); its gain is
+    over its base on the benchmarks both were evaluated on (the base's HotpotQA does not count)."""
+    con = duckdb.connect(str(db))
+    for q, dataset in enumerate(["nq"] * 4 + ["hotpotqa"] * 4, start=200):
+        con.execute("INSERT INTO questions (question_id, dataset, split, family, question, answers) "
+                    "VALUES (?, ?, 'test', NULL, 'q?', ['a'])", [q, dataset])
+    rows = [("base", "nq", {200}), ("base", "hotpotqa", {204, 205, 206, 207}), ("coevokg", "nq", {200, 201, 202, 203})]
+    for method, dataset, ok in rows:
+        for q in (range(200, 204) if dataset == "nq" else range(204, 208)):
+            con.execute("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em) "
+                        "VALUES (?, 'p', ?, ?, 'x', ?)",
+                        [f"Qwen2.5-7B-Instruct-paper/{method}/{dataset}/test#0", dataset, q, float(q in ok)])
+    con.close()
+    con = figures.open_store(db)
+    tier = figures.table1_paper_tier(con).set_index("method")
+    con.close()
+    assert set(tier.backbone) == {"Qwen2.5-7B-Instruct"}
+    assert tier.loc["CoEvoKG", ["NQ", "Avg.", "gain (Avg.)"]].tolist() == [100.0, 100.0, 75.0]  # not 100 - 62.5
+
+
 def test_paper_tier_preset_reads_the_label_evaluate_writes():
     from workbench.evaluate import eval_backbone
 

@@ -431,9 +431,9 @@ PAPER_BENCHMARKS = {b.lower(): b for b in paper.BENCHMARKS}
 
 def table1_paper_tier(con) -> pd.DataFrame:
     """Table 1's rows from the store's paper-tier evaluations (preset ``paper*``): a row per
-    backbone (the paper's name for the preset's model) and method, the six benchmarks' EM (%) where
-    evaluated (a dataset's families pooled), ``Avg.`` over the benchmarks evaluated, ``gain (Avg.)``
-    over the same backbone's base, and the paper's row on the same benchmarks (``paper Avg.``) with
+    backbone (the evaluated model's name) and method, the six benchmarks' EM (%) where evaluated (a
+    dataset's families pooled), ``Avg.`` over the benchmarks evaluated, ``gain (Avg.)`` over the same
+    backbone's base on the benchmarks both were evaluated on, and the paper's row on the same benchmarks (``paper Avg.``) with
     the difference, so a partial evaluation is compared like for like.
 
     Example:
@@ -454,8 +454,9 @@ def table1_paper_tier(con) -> pd.DataFrame:
     printed = paper.table1().set_index(["backbone", "method", "benchmark"]).accuracy
     rows = []
     for (model, preset), part in per.groupby(["model", "preset"], sort=False):
-        method = NAMES.get(model.split("/", 1)[1], model.split("/", 1)[1])
-        backbone = config.PAPER_MODELS[preset].rsplit("/", 1)[-1]
+        label, method = model.split("/", 1)
+        method = NAMES.get(method, method)
+        backbone = label.removesuffix(f"-{preset}")  # the evaluated model's own name, as eval_backbone wrote it
         row = {"backbone": backbone, "method": method, "preset": preset, **dict(zip(part.benchmark, part.accuracy))}
         row["Avg."] = part.accuracy.mean()
         theirs = [printed.get((backbone, method, b)) for b in part.benchmark]
@@ -463,9 +464,13 @@ def table1_paper_tier(con) -> pd.DataFrame:
         row["vs paper"] = row["Avg."] - row["paper Avg."]
         rows.append(row)
     wide = pd.DataFrame(rows)
-    base = {b: a for b, m, a in zip(wide.backbone, wide.method, wide["Avg."]) if m == NAMES["base"]}
-    wide.insert(len(wide.columns) - 2, "gain (Avg.)", [a - base[b] if b in base else np.nan
-                                                      for b, a in zip(wide.backbone, wide["Avg."])])
+    base = {r["backbone"]: r for r in rows if r["method"] == NAMES["base"]}
+
+    def gain(row) -> float:  # over the benchmarks both the row and its backbone's base were evaluated on
+        common = [b for b in paper.BENCHMARKS if b in row and b in base.get(row["backbone"], {})]
+        return float(np.mean([row[b] - base[row["backbone"]][b] for b in common])) if common else np.nan
+
+    wide.insert(len(wide.columns) - 2, "gain (Avg.)", [gain(r) for r in rows])
     columns = ["backbone", "method", "preset", *[b for b in paper.BENCHMARKS if b in wide], "Avg.", "gain (Avg.)",
                "paper Avg.", "vs paper"]
     return wide[columns].round(1)
