@@ -42,6 +42,19 @@ def test_gate_rejects_a_question_naming_any_answer():
     assert not any(x.admitted for x in verdicts)
 
 
+def test_an_intersection_question_must_name_every_anchor():
+    """2i with one branch named asks a wider query (a superset of the answers scored against)."""
+    v = _view("2i", anchors=("Ann", "Bo"), relations=("born in", "lives in"))
+    one = "Where was Ann born?"
+    both = "Which city was Ann born in that Bo lives in?"
+    verdicts = eog.topology_gate(v, [(one, "Rome"), (both, "Rome")], eog.TopologyVerifier(), 0.0, 2)
+    assert verdicts[0].reason == "misses anchor: 'Bo'" and not verdicts[0].passed
+    assert verdicts[1].extracted and not verdicts[1].reason.startswith("misses anchor")
+    single = eog.topology_gate(_view(), [("Where is the city located in which someone was born?", "Rome")],
+                               eog.TopologyVerifier(), 0.0, 1)
+    assert not single[0].reason.startswith("misses anchor")  # one anchor: the verifier's faithfulness weighs it
+
+
 def test_gate_admits_the_top_k_by_quality():
     v = _view()
     good = "Where is the city located in which Ann was born?"

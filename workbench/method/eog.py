@@ -283,19 +283,28 @@ def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | N
 
     Rejections, in order: 'extraction failed', 'empty', 'answer not in answer set' (any member
     counts), 'leak: names answer X' (any member of the answer set, whole word, case-insensitive;
-    the anchors may be named), 'not one wh-question'.
+    the anchors may be named), 'misses anchor: X' (a query of two anchors, 2i ip pi: a question
+    without one of them asks a wider query, whose answers are a superset of the set the solver is
+    scored against; ours), 'not one wh-question'.
 
     Example:
         >>> v = TopologyView(-1, "", [1, 2, 3], ["Ann", "Rome", "Oslo"], ["born in"], ["", "", ""],
         ...                  pattern="1p", n_anchors=1)
         >>> filter_topology_candidate(v, ("Where was Ann born, Oslo or Bergen?", "Rome")).reason
         "leak: names answer 'Oslo'"
+        >>> v2 = TopologyView(-1, "", [1, 2, 3], ["Ann", "Bo", "Rome"], ["born in", "lives in"], ["", "", ""],
+        ...                   pattern="2i", n_anchors=2)
+        >>> filter_topology_candidate(v2, ("Where was Ann born?", "Rome")).reason
+        "misses anchor: 'Bo'"
     """
     def query_checks(question: str, answer: str) -> tuple[str, bool] | None:
         if normalize_answer(answer) not in {normalize_answer(t) for t in view.answer_titles}:
             return "answer not in answer set", False
         named = next((t for t in view.answer_titles if _names(question, t)), None)
-        return (f"leak: names answer {named!r}", True) if named is not None else None
+        if named is not None:
+            return f"leak: names answer {named!r}", True
+        missing = next((t for t in view.anchor_titles if not _names(question, t)), None) if view.n_anchors > 1 else None
+        return (f"misses anchor: {missing!r}", False) if missing is not None else None
 
     return check_candidate(candidate, query_checks)
 
