@@ -420,8 +420,6 @@ class Trainer:
             timings[f"time_{name}"] = now - clock
             clock = now
 
-        if hasattr(self.verifier, "batch"):  # the LLM verifier's replies belong to this round's policy
-            self.verifier.batch.clear()
         tasks, slots = self.propose(t)
         lap("proposer_gate")
         if self.rollout_free:
@@ -486,7 +484,7 @@ class Trainer:
         tasks, slots = [], []
         parsed = [parse_candidates([s.text for s in sequences[c * m.candidates_per_chain:(c + 1) * m.candidates_per_chain]])
                   for c in range(len(chains))]
-        if hasattr(self.verifier, "prefetch") and not queries:  # the LLM verifier: every chain's prompt in one batch
+        if hasattr(self.verifier, "prefetch"):  # the LLM verifier (never a query's): one batch, this round's replies
             self.verifier.prefetch([(chain, cands, m.gate_allow_topic, self.spec.leak_filter)
                                     for chain, cands in zip(chains, parsed)])
         for c_idx, chain in enumerate(chains):
