@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 import torch
 
+from test_rollout import PASSAGES, passage_store
 from workbench import store
 from workbench.config import KG_FILTERS, MethodConfig, preset
 from workbench.method import multireward as M
@@ -24,19 +25,12 @@ from workbench.search.client import RemoteKGSearch, RemoteRetriever
 from workbench.search.server import running_server
 from workbench.search.tool import SearchTool
 
-PASSAGES = [(1, "Kavimo Rutel", "Kavimo Rutel was born in Dagiju."),
-            (2, "Dagiju", "Dagiju is a city in Lorentia."),
-            (3, "Lorentia", "Lorentia is a small country."),
-            (4, "Tesamu", "Tesamu is a film directed by Kavimo Rutel.")]
 EDGES = [(1, 2, "born in"), (1, 3, "citizen of"), (2, 3, "located in"), (4, 1, "directed by"), (1, 4, "director of")]
 
 
 @pytest.fixture(scope="module")
 def con():
-    con = store.connect(":memory:")
-    for eid, title, text in PASSAGES:
-        con.execute("INSERT INTO entities VALUES (?, ?, 'thing', 'entity', 'test')", [eid, title])
-        con.execute("INSERT INTO passages VALUES (?, ?, 0, ?)", [10 + eid, eid, text])
+    con = passage_store()  # test_rollout's world, with edges and an alias
     con.executemany("INSERT INTO edges VALUES (?, ?, ?, 'test')", EDGES)
     con.execute("INSERT INTO aliases VALUES (3, 'Republic of Lorentia')")
     return con

@@ -31,13 +31,18 @@ SCRIPTS = {EASY: ["<think>easy</think><answer> nowhere </answer>"],
                   "<think>done</think><answer> Lorentia </answer>"]}
 
 
-@pytest.fixture(scope="module")
-def con():
+def passage_store():
+    """An in-memory store holding PASSAGES' entities and passages (passage id = 10 + entity id)."""
     con = store.connect(":memory:")
     for eid, title, text in PASSAGES:
         con.execute("INSERT INTO entities VALUES (?, ?, 'thing', 'entity', 'test')", [eid, title])
         con.execute("INSERT INTO passages VALUES (?, ?, 0, ?)", [10 + eid, eid, text])
     return con
+
+
+@pytest.fixture(scope="module")
+def con():
+    return passage_store()
 
 
 @pytest.fixture(scope="module")
