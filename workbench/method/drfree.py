@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 import torch
 
 from workbench.policy import protocol
-from workbench.policy.rollout import Trajectory, batch_tensors
+from workbench.policy.rollout import Trajectory, response_logprobs
 
 MICRO_BATCH = 8  # ours: likelihood rows per padded forward (method.drfree_micro_batch; the fastest on the CPU)
 ONE_SHOT_TOPK = 3  # Table 16: "the top three passages from one retrieval"
@@ -173,19 +173,7 @@ def likelihood_row(policy, question: str, passages: Sequence[str], answer: str) 
 def rows_logliks(policy, rows: Sequence[Trajectory], micro_batch: int = MICRO_BATCH) -> list[float]:
     """Sum of each row's masked log-probs: rows sorted by length (less padding) and cut into groups
     of ``micro_batch``, one right-padded forward per group through :meth:`Policy.token_logprobs`."""
-    if micro_batch < 1:
-        raise ValueError(f"micro_batch: expected an integer >= 1, got {micro_batch!r}")
-    out = [0.0] * len(rows)
-    order = sorted(range(len(rows)), key=lambda i: rows[i].length)
-    pad = policy.tokenizer.pad_token_id
-    for start in range(0, len(order), micro_batch):
-        idx = order[start:start + micro_batch]
-        tensors = batch_tensors([rows[i] for i in idx], pad)
-        logprobs = policy.token_logprobs(tensors["input_ids"], tensors["attention_mask"]).float().cpu()
-        sums = (logprobs * tensors["loss_mask"]).sum(dim=1).tolist()
-        for i, v in zip(idx, sums):
-            out[i] = v
-    return out
+    return [float(x.sum()) for x in response_logprobs(policy, list(rows), micro_batch, by_length=True)]
 
 
 def answer_logliks(policy, question: str, answer: str, contexts: Sequence[Sequence[str]],

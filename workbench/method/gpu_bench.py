@@ -528,7 +528,7 @@ def bench_logprobs(model, db, preset: str, device: str, overrides: dict | None =
     mean |sum of delta| a trajectory."""
     from workbench.policy.generation import VLLMBackend
     from workbench.policy.model import Policy
-    from workbench.policy.rollout import batch_tensors, rollout
+    from workbench.policy.rollout import response_logprobs, rollout
 
     cfg, search, questions = _loop_inputs(db, preset, n_questions, overrides)
     policy = Policy.load(model, device=device, dtype=torch.float32)
@@ -537,22 +537,18 @@ def bench_logprobs(model, db, preset: str, device: str, overrides: dict | None =
     rows = rollout(policy, search, questions, group, max_turns=r.max_turns, topk=cfg.search.topk,
                    temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                    max_total_tokens=r.max_total_tokens, seed=0)
-    tensors = batch_tensors(rows, policy.tokenizer.pad_token_id)
-    mask = tensors["loss_mask"].bool()
-    out = {"model": str(model), "trajectories": len(rows), "generated_tokens": int(mask.sum()),
+    masks = [torch.tensor(t.loss_mask, dtype=torch.bool) for t in rows]
+    served = [torch.tensor(t.old_logprobs, dtype=torch.float32) for t in rows]
+    out = {"model": str(model), "trajectories": len(rows), "generated_tokens": int(sum(m.sum() for m in masks)),
            "mean_turns": sum(t.turns for t in rows) / len(rows), "served_dtype": "bfloat16", "clip_eps": clip_eps}
     for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         policy.model.to(dtype)
-        with torch.no_grad():
-            trainer = torch.cat([policy.token_logprobs(tensors["input_ids"][i:i + 32].to(device),
-                                                       tensors["attention_mask"][i:i + 32].to(device)).float().cpu()
-                                 for i in range(0, len(rows), 32)])
-        delta = (tensors["old_logprobs"] - trainer) * mask
-        d = delta[mask].abs()
+        deltas = [(s - t)[m] for s, t, m in zip(served, response_logprobs(policy, rows, 32), masks)]
+        d = torch.cat(deltas)
         out[f"vs_trainer_{name}"] = {
-            "mean_abs": float(d.mean()), "p99_abs": float(d.quantile(0.99)), "max_abs": float(d.max()),
-            "share_outside_clip": float(((delta[mask].exp() - 1).abs() > clip_eps).float().mean()),
-            "mean_abs_sequence_sum": float(delta.sum(1).abs().mean())}
+            "mean_abs": float(d.abs().mean()), "p99_abs": float(d.abs().quantile(0.99)), "max_abs": float(d.abs().max()),
+            "share_outside_clip": float(((d.exp() - 1).abs() > clip_eps).float().mean()),
+            "mean_abs_sequence_sum": float(torch.stack([x.sum() for x in deltas]).abs().mean())}
     del policy
     _reset_peak(device)
     return out

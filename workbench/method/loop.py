@@ -42,7 +42,7 @@ from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec, uses_kg_tool
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
-from workbench.policy.rollout import Trajectory, batch_tensors, rollout
+from workbench.policy.rollout import Trajectory, batch_tensors, response_logprobs, rollout
 from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, policy_loss, probability_scale,
                                      reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
@@ -637,17 +637,8 @@ class Trainer:
         put a precision gap into every ratio). Retrieved tokens keep 0."""
         import dataclasses
 
-        pad, out = self.policy.tokenizer.pad_token_id, list(rows)
-        with torch.no_grad():
-            for start in range(0, len(rows), self.cfg.method.micro_batch):
-                part = rows[start:start + self.cfg.method.micro_batch]
-                tensors = batch_tensors(part, pad)
-                logp = self.policy.token_logprobs(tensors["input_ids"], tensors["attention_mask"]).cpu()
-                for j, row in enumerate(part):
-                    p, mask = len(row.prompt_ids), torch.tensor(row.loss_mask, dtype=logp.dtype)
-                    fresh = logp[j, p:p + len(row.response_ids)] * mask
-                    out[start + j] = dataclasses.replace(row, old_logprobs=fresh.tolist())
-        return out
+        fresh = response_logprobs(self.policy, rows, self.cfg.method.micro_batch)
+        return [dataclasses.replace(row, old_logprobs=f.tolist()) for row, f in zip(rows, fresh)]
 
     def _reference_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The frozen reference's log-probs (no grad): the separate reference policy, or a LoRA

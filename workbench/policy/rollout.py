@@ -214,6 +214,30 @@ def batch_tensors(trajectories: list[Trajectory], pad_token_id: int) -> dict[str
     return out
 
 
+def response_logprobs(policy, rows: list[Trajectory], micro_batch: int, by_length: bool = False) -> list[torch.Tensor]:
+    """Each row's log-probs at its response positions under ``policy`` (float32, on the CPU), times
+    its loss mask (retrieved tokens 0), without grad: ``Policy.token_logprobs`` over right-padded
+    groups of ``micro_batch`` rows in the given order, or grouped by length (``by_length``: less
+    padding). What the trainer's old log-probs, Dr. Free's likelihoods and the log-prob check share.
+
+    Example:
+        >>> # response_logprobs(policy, trajectories, micro_batch=16)[0].shape == (len(trajectories[0].response_ids),)
+    """
+    if micro_batch < 1:
+        raise ValueError(f"micro_batch: expected an integer >= 1, got {micro_batch!r}")
+    order = sorted(range(len(rows)), key=lambda i: rows[i].length) if by_length else list(range(len(rows)))
+    out: list[torch.Tensor] = [torch.zeros(0)] * len(rows)
+    with torch.no_grad():
+        for start in range(0, len(order), micro_batch):
+            idx = order[start:start + micro_batch]
+            tensors = batch_tensors([rows[i] for i in idx], policy.tokenizer.pad_token_id)
+            logp = policy.token_logprobs(tensors["input_ids"], tensors["attention_mask"]).float().cpu()
+            for j, i in enumerate(idx):
+                p, n = len(rows[i].prompt_ids), len(rows[i].response_ids)
+                out[i] = logp[j, p:p + n] * torch.tensor(rows[i].loss_mask, dtype=logp.dtype)
+    return out
+
+
 # ---------------------------------------------------------------- greedy answers to stored questions
 
 def load_questions(con, dataset: str, split: str | None = "test", limit: int | None = None):
