@@ -43,6 +43,7 @@ from workbench.method.methods import method_spec, uses_kg_tool
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
                                        write_progress)
 from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
+from workbench.search.kg_search import tool_settings
 
 RESERVED_RUN_NAMES = frozenset({"batch", "quickstart", "checkpoints"})  # folders under runs/ the workbench owns
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -214,7 +215,7 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
-                           kg_tool_settings(cfg) if trainer.kg is not None else None)
+                           tool_settings(cfg.method) if trainer.kg is not None else None)
             state["completed"] = t + 1
             save_checkpoint(folder, trainer, state)
             _write_progress(trainer, folder, state, "running")
@@ -268,18 +269,12 @@ def _recover_best(folder: Path) -> None:
             shutil.rmtree(tmp)
 
 
-def kg_tool_settings(cfg: Config) -> dict:
-    """The KG tool's settings of a run (what ``workbench eval`` rebuilds for its best checkpoint)."""
-    m = cfg.method
-    return {"max_triples": m.kg_max_triples, "min_similarity": m.kg_min_similarity, "filter": m.kg_filter}
-
-
 def kg_warmstart(spec, cfg: Config) -> dict | None:
     """The warm start's KG-tool option for a method offered the KG tool (DynaSearcher), else None
     (the default warm start)."""
     if not uses_kg_tool(spec, cfg.method.kg_tool):
         return None
-    return {k: v for k, v in kg_tool_settings(cfg).items() if k != "filter"}
+    return {k: v for k, v in tool_settings(cfg.method).items() if k != "filter"}
 
 
 def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em: float,
