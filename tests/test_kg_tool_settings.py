@@ -8,7 +8,7 @@ import json
 import pytest
 
 from test_rollout import passage_store
-from workbench.config import MethodConfig, preset
+from workbench.config import PRESETS, MethodConfig, preset
 from workbench.evaluate import model_kg_tool
 from workbench.method.loop import Trainer, make_kg_tool
 from workbench.method.methods import method_spec
@@ -43,6 +43,8 @@ def test_every_kg_config_field_is_one_mapped_setting():
     assert {field for field, _ in K.SETTINGS.values()} == kg_fields
     assert K.tool_settings(OURS) == {"max_triples": 2, "min_similarity": 0.6, "filter": "none"}
     assert K.settings_config(K.tool_settings(OURS)) == OURS
+    # serve-retriever --kg reads them from one preset: they are the same in every one
+    assert len({tuple(K.tool_settings(cfg.method).items()) for cfg in PRESETS.values()}) == 1
     with pytest.raises(ValueError, match="max_candidates"):
         K.settings_config({"max_candidates": 3})
 

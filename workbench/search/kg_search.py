@@ -113,10 +113,9 @@ def tool_settings(method_cfg) -> dict:
     return {key: cast(getattr(method_cfg, field)) for key, (field, cast) in SETTINGS.items()}
 
 
-def settings_config(settings: dict, base: MethodConfig | None = None) -> MethodConfig:
-    """``base`` (default: ``MethodConfig()``) with the KG tool's ``settings`` (as :func:`tool_settings`
-    gives them, e.g. a run's ``workbench.json``); a setting left out keeps ``base``'s, an unknown
-    one is refused.
+def settings_config(settings: dict) -> MethodConfig:
+    """A ``MethodConfig`` with the KG tool's ``settings`` (as :func:`tool_settings` gives them, e.g.
+    a run's ``workbench.json``); a setting left out keeps its default, an unknown one is refused.
 
     Example:
         >>> settings_config({"max_triples": "3"}).kg_max_triples
@@ -125,7 +124,7 @@ def settings_config(settings: dict, base: MethodConfig | None = None) -> MethodC
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         raise ValueError(f"KG tool settings {unknown}: unknown; expected some of {list(SETTINGS)}")
-    return dataclasses.replace(base or MethodConfig(), **{SETTINGS[k][0]: SETTINGS[k][1](v) for k, v in settings.items()})
+    return dataclasses.replace(MethodConfig(), **{SETTINGS[k][0]: SETTINGS[k][1](v) for k, v in settings.items()})
 
 
 def _grams(name: str) -> set[str]:
