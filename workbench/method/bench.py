@@ -163,9 +163,9 @@ def bench_loop(db: str | None = None, preset: str = "smoke") -> dict:
         >>> sorted(r)[:2]  # doctest: +SKIP
         ['coevokg_round_s', 'overhead_vs_search_r1']
     """
+    con, where = bench_store(db, preset, copy=True)  # first: a bad --db fails before any timing
     ps = bench_path_support()
     wb = bench_writeback()
-    con, where = bench_store(db, preset, copy=True)
     overhead = bench_overhead(con, preset)
     return {**overhead, "db": where, "path_support_per_s": ps["path_support_per_s"], "writeback_per_s": wb["writeback_per_s"],
             "preset": preset, "path_support": ps, "writeback": wb}
