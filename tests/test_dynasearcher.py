@@ -155,7 +155,7 @@ def test_the_server_serves_kg_search_beside_an_unchanged_retrieve(con):
         assert RemoteRetriever(url, cache=False).search(["Dagiju city"]) == plain
         assert RemoteKGSearch(url).search(queries, questions) == kg.search(queries, questions)
         with urllib.request.urlopen(url.replace("/retrieve", "/health"), timeout=10) as r:
-            assert json.loads(r.read())["kg_search"] == {"entities": 4, "edges": 5}
+            assert json.loads(r.read())["kg_search"] == {"entities": 4, "edges": 5, "settings": kg.settings}
         body = json.dumps({"queries": ["a", "b"], "questions": ["only one"]}).encode()
         request = urllib.request.Request(url.replace("/retrieve", "/kg_search"), data=body)
         with pytest.raises(urllib.error.HTTPError) as err:

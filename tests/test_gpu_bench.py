@@ -115,3 +115,35 @@ def test_parts_are_checked(capsys):
         gb.bench_gpu("tiny-test", device="cpu", parts=["gen"])
     with pytest.raises(ValueError, match="need --model"):
         gb.bench_gpu("tiny-test", device="cpu", parts=["loop"])
+
+
+def test_bench_gpu_makes_its_policies_by_the_runs_recipe_without_writing_weights(tmp_path, monkeypatch):
+    """``bench gpu --parts update`` and a run share ``train.make_policies`` (full fine-tune: two
+    float32 models; LoRA: one base at the given dtype with adapters, no separate reference); the
+    bench's random model never goes to disk (off Unsloth)."""
+    import tempfile
+
+    from workbench.method.train import make_policies
+    from workbench.policy.model import Policy
+    from workbench.policy.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["bench tokens"] * 5, vocab_size=300)
+    spec = gb.SHAPES["tiny-test"]
+    calls = []
+
+    def load(dtype, role):
+        calls.append((role, dtype))
+        return Policy(gb.random_model(spec, "cpu", dtype), tok, device="cpu")
+    policy, reference = make_policies(load, 0, 0, 0, torch.bfloat16)
+    assert calls == [("policy", torch.float32), ("reference", torch.float32)] and reference is not policy
+    calls.clear()
+    policy, reference = make_policies(load, 2, 4, 0, torch.bfloat16)
+    assert calls == [("policy", torch.bfloat16)] and reference is None and policy.is_lora
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a temporary save would go
+    monkeypatch.chdir(tmp_path)
+    for rank, kind in ((0, "full"), (2, "peft")):
+        policy, reference, trainer = gb._update_policies(spec, "cpu", torch.bfloat16, rank, tok)
+        dtypes = {p.dtype for p in policy.model.parameters() if not p.requires_grad or rank == 0}
+        assert trainer == kind and (reference is None) == bool(rank) and dtypes == {torch.float32 if not rank
+                                                                                    else torch.bfloat16}
+    assert not any(tmp_path.iterdir())

@@ -242,7 +242,7 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         settings = backend_settings(cfg.rollout)
         policy = Policy.load(model_path, **{**settings, "backend": backend or settings["backend"]})
         search = make_retriever(con, cfg.search, index=index)
-        kg = model_kg_tool(model_path, con, policy)
+        kg = model_kg_tool(model_path, con, policy, cfg.search.url)
         start = time.perf_counter()
         scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size, kg=kg)
         seconds = time.perf_counter() - start
@@ -264,9 +264,10 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
             con.close()
 
 
-def model_kg_tool(model_path: str | Path, con, policy=None):
+def model_kg_tool(model_path: str | Path, con, policy=None, url: str = ""):
     """The KG tool a model was trained with (DynaSearcher, seed 003: ``kg_tool`` in its
-    ``workbench.json``), rebuilt over ``con``; None for a model that never had it.
+    ``workbench.json``), rebuilt over ``con`` (or ``url``'s server: ``search.url``, as
+    ``method.loop.make_kg_tool``); None for a model that never had it.
 
     Example:
         >>> model_kg_tool("no/such/model", None) is None
@@ -278,12 +279,10 @@ def model_kg_tool(model_path: str | Path, con, policy=None):
     settings = json.loads(info_path.read_text()).get("kg_tool")
     if not settings:
         return None
-    from workbench.config import MethodConfig
     from workbench.method.loop import make_kg_tool
+    from workbench.search.kg_search import settings_config
 
-    m = MethodConfig(kg_max_triples=int(settings["max_triples"]), kg_min_similarity=float(settings["min_similarity"]),
-                     kg_filter=settings.get("filter", "overlap"))
-    return make_kg_tool(con, m, policy)
+    return make_kg_tool(con, settings_config(settings), policy, url)
 
 
 def format_searches(scored) -> str:

@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--seed", type=int, default=0)
         else:
             p.add_argument("--preset", default="tiny")
-            p.add_argument("--db", default=None)
+            p.add_argument("--db", default=None, help="measure this store, read-only (default: the preset's "
+                                                      "TinyWorld built in memory; nothing is written)")
         if name in ("rollout", "retrieval"):
             p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
         if name == "drfree":
@@ -116,18 +117,19 @@ def _runner(module: str, func: str):
 
 
 def _keywords(bench, args: argparse.Namespace) -> dict:
-    """The options ``bench`` takes, by name; ``--db`` resolved to the preset's store when not given
-    (for benches with a ``--preset``). Options left unset (None) are left out, so the library's
-    defaults apply.
+    """The options ``bench`` takes, by name. Options left unset (None) are left out, so the
+    library's defaults apply: a benchmark without ``--db`` builds the preset's world in memory
+    (``kg.bench_store``), except ``bench gpu``, whose round parts read the preset's store.
 
     Example:
-        >>> def bench_x(db=":memory:", seed=0): ...
-        >>> kw = _keywords(bench_x, argparse.Namespace(db=None, preset="smoke", seed=None, func=print))
-        >>> sorted(kw), kw["db"].endswith("smoke.duckdb")
-        (['db'], True)
+        >>> def bench_x(db=None, seed=0): ...
+        >>> _keywords(bench_x, argparse.Namespace(bench="x", db=None, preset="smoke", seed=None, func=print))
+        {}
+        >>> _keywords(bench_x, argparse.Namespace(bench="gpu", db=None, preset="smoke", func=print))["db"][-12:]
+        'smoke.duckdb'
     """
     given = {k: v for k, v in vars(args).items() if v is not None}
-    if "db" in vars(args) and "preset" in vars(args):
+    if getattr(args, "bench", None) == "gpu":
         given["db"] = db_path(args)
     if "overrides" in vars(args):
         given["overrides"] = overrides(args)

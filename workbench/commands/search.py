@@ -6,7 +6,7 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from workbench.commands import add_db, db_path, existing_db
+from workbench.commands import add_db, add_set, db_path, existing_db, overrides
 from workbench.search.server import Limits
 
 
@@ -43,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"idle connection (default {Limits.timeout:g})")
     p.add_argument("--kg", action="store_true",
                    help="also serve DynaSearcher's KG search on POST /kg_search (the store's entities, aliases, edges)")
-    p.add_argument("--kg-max-triples", dest="kg_max_triples", type=int, default=4,
-                   help="triples a KG search returns by default (default 4, as method.kg_max_triples)")
+    p.add_argument("--kg-max-triples", dest="kg_max_triples", type=int, default=None,
+                   help="triples a KG search returns when a request names none (default: method.kg_max_triples)")
+    add_set(p)  # method.kg_* settings of the served KG tool (a client checks its run's against them)
     p.set_defaults(func=_serve)
 
 
@@ -84,9 +85,13 @@ def _serve(args: argparse.Namespace) -> int:
                            timeout=args.timeout))
     kg = None
     if args.kg:
-        from workbench.search.kg_search import KGSearch
+        from workbench.config import preset
+        from workbench.search.kg_search import KGSearch, tool_settings
 
-        kg = KGSearch(existing_db(args, "build a world or import a source first"), max_triples=args.kg_max_triples)
+        settings = tool_settings(preset("tiny", **overrides(args)).method)  # kg_* are the same in every preset
+        if args.kg_max_triples is not None:
+            settings["max_triples"] = args.kg_max_triples
+        kg = KGSearch(existing_db(args, "build a world or import a source first"), **settings)
     server = make_server(_tool(args, args.topk), args.host, args.port, kg=kg, **limits)
     print(f"serving {args.index} retrieval over {db_path(args)} at {url_of(server)}"
           + (" and KG search at /kg_search" if kg else "") + " (Ctrl-C stops)", flush=True)

@@ -15,8 +15,8 @@ node carrying its passage, and trajectories that follow a chain, take a shortcut
 ``bench_rollout``: for each batch size, (1) generated tokens/s of one sampled turn (temperature
 0.6, top-p 0.95, ``rollout.max_new_tokens`` new tokens, KV cache, HF backend) and (2) questions/s
 of full multi-turn rollouts (``method.rollout.rollout``, one sample per question, the preset's
-turn and length limits) against the real ``SearchTool`` over a TinyWorld store (``db``, or a
-world built in memory when there is none). The model is randomly initialised (a speed figure does
+turn and length limits) against the real ``SearchTool`` over the preset's TinyWorld built in
+memory (or the store ``db``, read-only). The model is randomly initialised (a speed figure does
 not need a trained model; pass ``model`` to time a trained one instead). A random model almost
 never writes ``</search>``, so the retrieval share measured in its rollouts is near 0 and says
 little; the bench therefore also reports ``retrieval_share_if_every_row_searches``: the time of
@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
+
+from workbench.kg.bench_store import bench_store
 
 DEFAULT_BATCH_SIZES = (1, 4, 16, 32, 64, 256)
 
@@ -132,13 +133,12 @@ def bench_writeback(n_chains: int = 2000, n_items: int = 4000, seed: int = 0) ->
             "replay_skipped": replay["skipped_duplicates"]}
 
 
-def bench_overhead(db, preset: str = "smoke", rounds: int = 1, model=None) -> dict:
-    """CoEvoKG's round time over a Search-R1 round with the same solver rollouts (one store, one
-    base, the same seed). Validation is excluded: both methods pay it equally."""
-    from workbench import store
+def bench_overhead(con, preset: str = "smoke", rounds: int = 1, model=None) -> dict:
+    """CoEvoKG's round time over a Search-R1 round with the same solver rollouts (one store, the
+    open connection ``con``, which gets the runs and is closed; one base, the same seed).
+    Validation is excluded: both methods pay it equally."""
     from workbench.method.train import train
 
-    con = store.connect(db)  # one connection, so an in-memory store is shared by both methods
     try:
         seconds = {}
         for method in ("search_r1", "coevokg"):
@@ -152,20 +152,22 @@ def bench_overhead(db, preset: str = "smoke", rounds: int = 1, model=None) -> di
             "overhead_vs_search_r1": seconds["coevokg"] / seconds["search_r1"]}
 
 
-def bench_loop(db: str = ":memory:", preset: str = "smoke") -> dict:
-    """``workbench bench loop --preset P --db PATH``: CoEvoKG's per-round time relative to a Search-R1
-    round with the same number of solver rollouts (trained in the store ``db``, which gets the
-    preset's world when empty), path-support scoring rate, write-back rate.
+def bench_loop(db: str | None = None, preset: str = "smoke") -> dict:
+    """``workbench bench loop --preset P [--db PATH]``: CoEvoKG's per-round time relative to a
+    Search-R1 round with the same number of solver rollouts, path-support scoring rate, write-back
+    rate. The two runs train in memory: on the preset's TinyWorld, or on an in-memory copy of the
+    store ``db`` (``kg.bench_store``: the user's store is never written).
 
     Example:
         >>> r = bench_loop(preset="smoke")  # doctest: +SKIP
         >>> sorted(r)[:2]  # doctest: +SKIP
         ['coevokg_round_s', 'overhead_vs_search_r1']
     """
+    con, where = bench_store(db, preset, copy=True)  # first: a bad --db fails before any timing
     ps = bench_path_support()
     wb = bench_writeback()
-    overhead = bench_overhead(db, preset)
-    return {**overhead, "path_support_per_s": ps["path_support_per_s"], "writeback_per_s": wb["writeback_per_s"],
+    overhead = bench_overhead(con, preset)
+    return {**overhead, "db": where, "path_support_per_s": ps["path_support_per_s"], "writeback_per_s": wb["writeback_per_s"],
             "preset": preset, "path_support": ps, "writeback": wb}
 
 
@@ -174,7 +176,8 @@ def bench_loop(db: str = ":memory:", preset: str = "smoke") -> dict:
 def bench_rollout(preset: str = "tiny", db: str | None = None, model: str | None = None,
                   threads: int | None = None, batch_sizes=DEFAULT_BATCH_SIZES) -> dict:
     """Tokens/s and questions/s by batch size, and the share of rollout time spent searching
-    (see the module docstring); ``db``: a store with a world (default: one built in memory).
+    (see the module docstring); ``db``: a store with a world, read-only (default: the preset's
+    built in memory; ``kg.bench_store``).
 
     Example: see the module docstring.
     """
@@ -188,7 +191,7 @@ def bench_rollout(preset: str = "tiny", db: str | None = None, model: str | None
     if threads:
         torch.set_num_threads(int(threads))  # on a shared 2-core machine 1 thread avoids spinning
     sizes = [int(b) for b in batch_sizes]
-    con, source = _store_with_world(db, preset, cfg.world.seed)
+    con, source = bench_store(db, preset)
     policy, model_name = _policy(cfg, con, model)
     tool = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk, cache=False)
     questions = [q for (q,) in con.execute(
@@ -243,24 +246,6 @@ def _time_batch(cfg, policy, tool, prompts: list, questions: list[str]) -> tuple
     return {"tokens_per_s": round(sum(len(g.token_ids) for g in gens) / turn_s, 1),
             "retrieval_share_if_every_row_searches": round(search_s / (search_s + turn_s), 4),
             "questions_per_s": round(b / (time.perf_counter() - start), 3)}, trajs
-
-
-def _store_with_world(db: str | None, preset: str, seed: int):
-    """An open store with a world and a description of it: ``db`` when it holds passages, else a
-    TinyWorld of ``preset`` built in memory."""
-    from workbench import store
-
-    if db and Path(db).exists():
-        con = store.connect(db, read_only=True)
-        if con.execute("SELECT count(*) FROM passages").fetchone()[0]:
-            return con, db
-        con.close()
-    from workbench.kg.tinyworld import build_world
-
-    con = store.connect(":memory:")
-    build_world(con, preset=preset, seed=seed)
-    why = f"{db} has no passages" if db else "no store given"
-    return con, f":memory: (TinyWorld, preset {preset}, built because {why})"
 
 
 def _policy(cfg, con, model: str | None):

@@ -39,15 +39,14 @@ def _candidates(con, n: int, seed: int) -> list[tuple]:
 def bench_drfree(db: str | None = None, preset: str = "smoke", candidates: int = 16, model: str | None = None,
                  seed: int = 0) -> dict:
     """Seconds to score ``candidates`` candidates three ways (module docstring) on the preset's warm
-    start (or ``model``) and store ``db`` (a path or an open connection; default: the preset's world
-    built in memory), and the
-    ratios against the difficulty reward's rollouts measured in the same run."""
+    start (or ``model``) and the ratios against the difficulty reward's rollouts measured in the
+    same run. The store: the preset's world and G_0 built in memory (default), ``db`` a store path
+    read-only (``kg.bench_store``; it must hold its G_0 pool), or an open connection."""
     import torch
 
-    from workbench import store
     from workbench.config import preset as get_preset
+    from workbench.kg.bench_store import bench_store
     from workbench.kg.pool import build_pool
-    from workbench.kg.tinyworld import build_world
     from workbench.method import drfree
     from workbench.policy.model import Policy
     from workbench.policy.rollout import rollout
@@ -58,11 +57,12 @@ def bench_drfree(db: str | None = None, preset: str = "smoke", candidates: int =
         raise ValueError(f"--candidates: expected a number >= 1, got {candidates}")
     cfg = get_preset(preset)
     own = not hasattr(db, "execute")  # a path (or None: in memory), else an open connection
-    con = store.connect(db or ":memory:") if own else db
+    con, where = bench_store(db, preset) if own else (db, "the given connection")
     try:
-        if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
-            build_world(con, preset=preset, seed=cfg.world.seed)
         if con.execute("SELECT count(*) FROM chains WHERE run IS NULL").fetchone()[0] == 0:
+            if own and not where.startswith(":memory:"):
+                raise ValueError(f"--db {db}: the store holds no G_0 pool (workbench pool build --db {db}), or leave "
+                                 "--db out to build the preset's world in memory")
             build_pool(con, cfg.pool.walks, cfg.pool.min_hops, cfg.pool.max_hops, seed=cfg.pool.seed)
         policy = Policy.load(model or warmstart(con, preset=cfg, seed=cfg.backbone.seed, log=lambda *_: None))
         search = SearchTool(con, index=cfg.search.index, topk=cfg.search.topk, cache=False)

@@ -389,23 +389,22 @@ def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, st
 
 
 def _update_policies(spec, device, dtype, lora_rank, tok):
-    """(policy, reference or None, 'unsloth' | 'peft' | 'full') as ``train.load_policies`` makes
-    them: LoRA over a ``dtype`` base (through Unsloth where ``Policy.load`` picks it: the random
-    model is saved and loaded back), or a float32 full fine-tune with a float32 reference."""
+    """(policy, reference or None, 'unsloth' | 'peft' | 'full') by a run's recipe
+    (``train.make_policies``) over a random model built in memory: no weights are written to disk,
+    except that Unsloth (where ``Policy.load`` picks it) loads from a directory, so there the random
+    model is saved and loaded back."""
+    from workbench.method.train import make_policies
     from workbench.policy import lora
     from workbench.policy.model import Policy
 
-    if not lora_rank:
-        return (Policy(random_model(spec, device, torch.float32), tok, device=device),
-                Policy(random_model(spec, device, torch.float32), tok, device=device), "full")
-    if lora.unsloth_available(device):  # pragma: no cover - CUDA + unsloth only
-        with tempfile.TemporaryDirectory(prefix="bench-gpu-model-") as folder:
-            Policy(random_model(spec, device, dtype), tok, device=device).save(folder)
-            policy = Policy.load(folder, device=device, dtype=dtype, lora_rank=lora_rank)
-    else:
-        policy = Policy(random_model(spec, device, dtype), tok, device=device)
-    kind = "unsloth" if policy.unsloth else "peft"
-    return policy.add_lora(lora_rank, 2 * lora_rank, seed=0), None, kind
+    def load(dtype, role: str):
+        if lora_rank and lora.unsloth_available(device):  # pragma: no cover - CUDA + unsloth only
+            with tempfile.TemporaryDirectory(prefix="bench-gpu-model-") as folder:
+                Policy(random_model(spec, device, dtype), tok, device=device).save(folder)
+                return Policy.load(folder, device=device, dtype=dtype, lora_rank=lora_rank)
+        return Policy(random_model(spec, device, dtype), tok, device=device)
+    policy, reference = make_policies(load, lora_rank, 2 * lora_rank, 0, dtype)
+    return policy, reference, "full" if not lora_rank else "unsloth" if policy.unsloth else "peft"
 
 
 def matmul_tflops(device: str, n: int = 8192, repeats: int = 10) -> float | None:

@@ -296,9 +296,11 @@ def make_verifier(name: str, policy, max_new_tokens: int = 256):
     raise ValueError(f"method.verifier: unknown verifier {name!r}; expected one of ['llm', 'open', 'structural']")
 
 
-def make_kg_tool(con, method_cfg, policy=None):
-    """DynaSearcher's KG search tool over the store (``method.kg_filter``, ``kg_max_triples``,
-    ``kg_min_similarity``); the 'llm' filter has ``policy`` judge greedily (a capable backbone).
+def make_kg_tool(con, method_cfg, policy=None, url: str = ""):
+    """DynaSearcher's KG search tool with the settings of ``method_cfg`` (``method.kg_*``,
+    ``search.kg_search.tool_settings``): over the store, or, with ``url`` (``search.url``), the
+    same retrieval server's ``POST /kg_search`` (``serve-retriever --kg``), its settings checked
+    against these first. The 'llm' filter has ``policy`` judge greedily (a capable backbone).
 
     Example:
         >>> from workbench import store
@@ -306,8 +308,13 @@ def make_kg_tool(con, method_cfg, policy=None):
         >>> make_kg_tool(store.connect(":memory:"), MethodConfig()).filter
         'overlap'
     """
-    from workbench.search.kg_search import KGSearch
+    from workbench.search.kg_search import KGSearch, tool_settings
 
+    settings = tool_settings(method_cfg)
+    if url:
+        from workbench.search.client import RemoteKGSearch
+
+        return RemoteKGSearch(url, max_triples=settings["max_triples"]).checked(settings)
     judge = None
     if method_cfg.kg_filter == "llm":
         if policy is None:
@@ -317,7 +324,7 @@ def make_kg_tool(con, method_cfg, policy=None):
             outs = policy.generate([policy.chat_prompt(p) for p in prompts], max_new_tokens=32, temperature=0.0,
                                    top_p=1.0)
             return [o.text for o in outs]
-    return KGSearch(con, method_cfg.kg_max_triples, method_cfg.kg_min_similarity, method_cfg.kg_filter, judge)
+    return KGSearch(con, judge=judge, **settings)
 
 
 class Trainer:
@@ -333,9 +340,9 @@ class Trainer:
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
-        # DynaSearcher's KG tool (seed 003), only for a method that enables it: ``kg`` (e.g. a
-        # remote client), else built in-process from the store
-        self.kg = (kg or make_kg_tool(con, m, policy)) if uses_kg_tool(spec, m.kg_tool) else None
+        # DynaSearcher's KG tool (seed 003), only for a method that enables it: ``kg``, else the
+        # store's, or search.url's server's when the document search goes there
+        self.kg = (kg or make_kg_tool(con, m, policy, cfg.search.url)) if uses_kg_tool(spec, m.kg_tool) else None
         if reference is None and not policy.is_lora:
             raise ValueError("Trainer: a full fine-tune (method.lora_rank = 0) needs a reference policy")
         self.optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=m.lr,

@@ -43,6 +43,7 @@ from workbench.method.methods import method_spec, uses_kg_tool
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
                                        write_progress)
 from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
+from workbench.search.kg_search import tool_settings
 
 RESERVED_RUN_NAMES = frozenset({"batch", "quickstart", "checkpoints"})  # folders under runs/ the workbench owns
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -173,25 +174,53 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
 
 
 def load_policies(cfg: Config, base, found: Path | None):
-    """(policy, reference) of a run from ``base`` and the checkpoint ``found`` (None: a new run).
-
-    Full fine-tune (``method.lora_rank`` = 0): both in float32 (bf16 weights, Policy.load's CUDA
-    default, round away most Adam steps and would put a rounding gap between policy and reference;
-    LOG.md, session 3), the policy from the checkpoint's ``model``, the reference a second copy of
-    the base. LoRA: the base (bfloat16 on CUDA, float32 on the CPU) with adapters, set from the
-    checkpoint's ``adapter``; the reference is that base with the adapters off (None here). The
-    policy generates with ``rollout.backend``; the reference never generates.
+    """(policy, reference) of a run from ``base`` and the checkpoint ``found`` (None: a new run), by
+    :func:`make_policies`: a full fine-tune's policy from the checkpoint's ``model``, its reference
+    a second copy of the base; LoRA's adapters from the checkpoint's ``adapter``, over the base in
+    bfloat16 on CUDA (float32 on the CPU). The policy generates with ``rollout.backend``; the
+    reference never generates.
     """
     from workbench.policy.generation import backend_settings
     from workbench.policy.model import Policy
 
     m, settings = cfg.method, backend_settings(cfg.rollout)
-    if m.lora_rank == 0:
-        policy = Policy.load(found / "model" if found else base, dtype=torch.float32, **settings)
-        return policy, Policy.load(base, dtype=torch.float32)
+
+    def load(dtype, role: str):
+        if role == "reference":
+            return Policy.load(base, dtype=dtype)
+        if m.lora_rank == 0:
+            return Policy.load(found / "model" if found else base, dtype=dtype, **settings)
+        return Policy.load(base, dtype=dtype, lora_rank=m.lora_rank, **settings)
     dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    policy = Policy.load(base, dtype=dtype, lora_rank=m.lora_rank, **settings)
-    policy.add_lora(m.lora_rank, m.lora_alpha, seed=m.seed, adapter=found / "adapter" if found else None)
+    return make_policies(load, m.lora_rank, m.lora_alpha, m.seed, dtype, found / "adapter" if found else None)
+
+
+def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, adapter: Path | None = None):
+    """(policy, reference or None) by the run's recipe, each model from ``load(dtype, role)`` (role
+    'policy' or 'reference'; a run loads its base, ``bench gpu`` builds a random model in memory).
+
+    Full fine-tune (``lora_rank`` = 0): two float32 models (bf16 weights, Policy.load's CUDA
+    default, round away most Adam steps and would put a rounding gap between policy and reference;
+    LOG.md, session 3). LoRA: one ``dtype`` model with adapters of ``lora_rank``, ``lora_alpha``,
+    ``seed`` (set from ``adapter`` when given); its reference is that model with the adapters off
+    (None here).
+
+    Example:
+        >>> from workbench.policy.model import Policy, tiny_model
+        >>> from workbench.config import preset
+        >>> from workbench.policy.tokenizer import train_tokenizer
+        >>> tok = train_tokenizer(["a b c"] * 5, vocab_size=300)
+        >>> load = lambda dtype, role: Policy(tiny_model(preset("smoke").backbone, tok, seed=0).to(dtype), tok, device="cpu")
+        >>> policy, reference = make_policies(load, 0, 0, 0, torch.bfloat16)
+        >>> next(policy.model.parameters()).dtype, reference is not policy
+        (torch.float32, True)
+        >>> make_policies(load, 2, 4, 0, torch.float32)[1] is None
+        True
+    """
+    if lora_rank == 0:
+        return load(torch.float32, "policy"), load(torch.float32, "reference")
+    policy = load(dtype, "policy")
+    policy.add_lora(lora_rank, lora_alpha, seed=seed, adapter=adapter)
     return policy, None
 
 
@@ -214,7 +243,7 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
-                           kg_tool_settings(cfg) if trainer.kg is not None else None)
+                           tool_settings(cfg.method) if trainer.kg is not None else None)
             state["completed"] = t + 1
             save_checkpoint(folder, trainer, state)
             _write_progress(trainer, folder, state, "running")
@@ -268,18 +297,12 @@ def _recover_best(folder: Path) -> None:
             shutil.rmtree(tmp)
 
 
-def kg_tool_settings(cfg: Config) -> dict:
-    """The KG tool's settings of a run (what ``workbench eval`` rebuilds for its best checkpoint)."""
-    m = cfg.method
-    return {"max_triples": m.kg_max_triples, "min_similarity": m.kg_min_similarity, "filter": m.kg_filter}
-
-
 def kg_warmstart(spec, cfg: Config) -> dict | None:
     """The warm start's KG-tool option for a method offered the KG tool (DynaSearcher), else None
     (the default warm start)."""
     if not uses_kg_tool(spec, cfg.method.kg_tool):
         return None
-    return {k: v for k, v in kg_tool_settings(cfg).items() if k != "filter"}
+    return {k: v for k, v in tool_settings(cfg.method).items() if k != "filter"}
 
 
 def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em: float,

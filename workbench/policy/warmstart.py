@@ -419,19 +419,19 @@ def name_coverage(tokenizer, demo_examples: Sequence[Encoded], titles: Sequence[
 
 
 def kg_settings(kg_tool: dict) -> dict:
-    """The KG tool's settings a KG warm start is made with (the overlap filter: demonstrations are
-    deterministic), checked.
+    """The KG tool's settings a KG warm start is made with (``search.kg_search.SETTINGS``; the
+    overlap filter: demonstrations are deterministic), checked; one left out takes ``method.kg_*``'s
+    default.
 
     Example:
         >>> kg_settings({"max_triples": 4, "min_similarity": 0.75})
         {'max_triples': 4, 'min_similarity': 0.75, 'filter': 'overlap'}
     """
-    unknown = sorted(set(kg_tool) - {"max_triples", "min_similarity", "filter"})
-    if unknown or kg_tool.get("filter", "overlap") != "overlap":
-        raise ValueError(f"kg_tool={kg_tool!r}: expected max_triples and min_similarity (the filter of "
-                         "demonstrations is 'overlap')")
-    return {"max_triples": int(kg_tool["max_triples"]), "min_similarity": float(kg_tool["min_similarity"]),
-            "filter": "overlap"}
+    from workbench.search.kg_search import settings_config, tool_settings
+
+    if kg_tool.get("filter", "overlap") != "overlap":
+        raise ValueError(f"kg_tool={kg_tool!r}: the filter of demonstrations is 'overlap'")
+    return tool_settings(settings_config({**kg_tool, "filter": "overlap"}))
 
 
 def tool_use(scored) -> dict:

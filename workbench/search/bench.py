@@ -84,27 +84,22 @@ def speed(tool, queries: list[str], batch: int = 256, k: int = 3) -> dict:
             "batched_vs_single": single / batched}
 
 
-def bench_retrieval(db: str = ":memory:", preset: str = "tiny", batch: int = 256, threads: int | None = None) -> dict:
-    """Speed and recall@3 of BM25 and dense retrieval over the store ``db`` (see module doc).
-
-    An empty store first gets the ``preset`` TinyWorld (``build_world``), so the default builds
-    one in memory. ``batch``: queries per batched call; ``threads``: torch's CPU threads (default:
-    torch's). Raises ValueError when the store has passages but no TinyWorld single-hop questions.
+def bench_retrieval(db: str | None = None, preset: str = "tiny", batch: int = 256, threads: int | None = None) -> dict:
+    """Speed and recall@3 of BM25 and dense retrieval (see module doc) over the ``preset``'s
+    TinyWorld built in memory, or the store ``db`` read-only (``kg.bench_store``). ``batch``:
+    queries per batched call; ``threads``: torch's CPU threads (default: torch's). Raises
+    ValueError when the store has passages but no TinyWorld single-hop questions.
 
     Example:
         >>> r = bench_retrieval(preset="smoke", batch=16)  # doctest: +SKIP
         >>> r["bm25"]["recall_at_3"] > 0  # doctest: +SKIP
         True
     """
+    from workbench.kg.bench_store import bench_store
     from workbench.search.tool import SearchTool
 
-    con = store.connect(db)
+    con, where = bench_store(db, preset)
     try:
-        built = None
-        if con.execute("SELECT count(*) FROM passages").fetchone()[0] == 0:
-            from workbench.kg.tinyworld import build_world
-
-            built = build_world(con, preset=preset)
         questions = single_hop_questions(con)
         if not questions:
             raise ValueError(f"{db} holds no 'tinyworld' single_hop questions: "
@@ -115,9 +110,9 @@ def bench_retrieval(db: str = ":memory:", preset: str = "tiny", batch: int = 256
             torch.set_num_threads(int(threads))
         # Thread count and load make CPU figures interpretable: on a shared, busy machine a
         # multi-threaded single-query encode mostly waits for its threads.
-        out = {"db": db, "single_hop_questions": len(questions),
+        out = {"db": where, "single_hop_questions": len(questions),
                "torch_threads": torch.get_num_threads(), "load_avg_1min": os.getloadavg()[0],
-               "built_world": built is not None}
+               "built_world": where.startswith(":memory:")}
         for kind in ("bm25", "dense"):
             t0 = time.perf_counter()
             tool = SearchTool(con, index=kind, topk=3)

@@ -79,24 +79,47 @@ class RemoteRetriever(Retriever):
 
 class RemoteKGSearch:
     """DynaSearcher's KG tool served by ``workbench serve-retriever --kg`` (``POST /kg_search``),
-    with ``KGSearch``'s interface (``search(queries, questions, k)``, ``render``).
+    with ``KGSearch``'s interface (``search(queries, questions, k)``, ``render``). ``max_triples``
+    is the ``topk`` a search asks for when given no ``k`` (None: the server's default).
 
     Example:
         >>> RemoteKGSearch("http://127.0.0.1:8000/retrieve").url
         'http://127.0.0.1:8000/kg_search'
     """
 
-    def __init__(self, url: str, timeout: float = 60.0):
+    def __init__(self, url: str, timeout: float = 60.0, max_triples: int | None = None):
         url = url.rstrip("/")
         for tail in ("/retrieve", "/kg_search"):
             url = url[:-len(tail)] if url.endswith(tail) else url
-        self.url, self.timeout = url + "/kg_search", timeout
+        self.url, self.timeout, self.max_triples = url + "/kg_search", timeout, max_triples
+
+    def checked(self, settings: dict) -> "RemoteKGSearch":
+        """This client, once the server's ``GET /health`` shows it serves KG search with
+        ``settings`` (``search.kg_search.tool_settings``; the number of triples travels with each
+        request, the others are the server's); else a ValueError naming both."""
+        health = self.url.removesuffix("/kg_search") + "/health"
+        try:
+            with urllib.request.urlopen(health, timeout=self.timeout) as response:
+                served = json.loads(response.read()).get("kg_search")
+        except (urllib.error.URLError, TimeoutError, ValueError) as err:
+            raise ValueError(f"search.url: cannot read the KG server's {health}: {getattr(err, 'reason', err)}") from err
+        if not isinstance(served, dict):
+            raise ValueError(f"search.url: the server at {health} serves no KG search (start it with "
+                             "`workbench serve-retriever --kg`)")
+        own = served.get("settings") or {}
+        differ = [f"{k} (server {own.get(k)!r}, run {v!r})" for k, v in settings.items()
+                  if k != "max_triples" and own.get(k) != v]
+        if differ:
+            raise ValueError(f"search.url: the KG server at {health} differs from method.kg_* in {', '.join(differ)}: "
+                             "serve it with `workbench serve-retriever --kg --set method.kg_...=VALUE` to match")
+        return self
 
     def search(self, queries: list[str], questions=None, k: int | None = None):
         """One ``KGHit`` per query, as ``KGSearch.search``."""
         from workbench.search.kg_search import hit_of_json
 
-        body = {"queries": list(queries), "questions": None if questions is None else list(questions), "topk": k}
+        body = {"queries": list(queries), "questions": None if questions is None else list(questions),
+                "topk": self.max_triples if k is None else k}
         return [hit_of_json(item) for item in post_results(self.url, body, len(queries), self.timeout, "KG server")]
 
     @staticmethod

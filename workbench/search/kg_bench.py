@@ -10,7 +10,7 @@ that found an entity). Ratios are within this run: ``kg_vs_doc`` (KG queries/s o
 queries/s, same path), ``server_vs_in_process`` (per tool).
 
 Example (CLI):
-    workbench bench kgsearch --preset tiny --db data/tiny.duckdb
+    workbench bench kgsearch --preset tiny [--db data/tiny.duckdb]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import time
 
 from workbench import store
+from workbench.kg.bench_store import bench_store
 
 
 def bench_names(con, batch: int) -> tuple[list[str], list[str]]:
@@ -70,10 +71,9 @@ def _rates(kg_call, doc_call, names: list[str], questions: list[str]) -> dict:
     return out
 
 
-def bench_kgsearch(db: str = ":memory:", preset: str = "tiny", batch: int = 256) -> dict:
-    """KG search vs document search speed, in-process and through the server (module doc).
-
-    An empty store first gets the ``preset`` TinyWorld, so the default builds one in memory.
+def bench_kgsearch(db: str | None = None, preset: str = "tiny", batch: int = 256) -> dict:
+    """KG search vs document search speed, in-process and through the server (module doc), over
+    the ``preset``'s TinyWorld built in memory, or the store ``db`` read-only (``kg.bench_store``).
 
     Example:
         >>> r = bench_kgsearch(preset="smoke", batch=16)  # doctest: +SKIP
@@ -87,13 +87,8 @@ def bench_kgsearch(db: str = ":memory:", preset: str = "tiny", batch: int = 256)
 
     if int(batch) < 8:
         raise ValueError(f"--batch must be at least 8, got {batch}")
-    con = store.connect(db)
+    con, where = bench_store(db, preset)
     try:
-        built = con.execute("SELECT count(*) FROM passages").fetchone()[0] == 0
-        if built:
-            from workbench.kg.tinyworld import build_world
-
-            build_world(con, preset=preset)
         names, questions = bench_names(con, int(batch))
         t0 = time.perf_counter()
         kg = KGSearch(con, cache=False)
@@ -102,7 +97,7 @@ def bench_kgsearch(db: str = ":memory:", preset: str = "tiny", batch: int = 256)
         doc = SearchTool(con, index="bm25", topk=3, cache=False)
         doc_open = time.perf_counter() - t0
         hits = kg.search(names, questions)
-        out = {"db": db, "built_world": built, "batch": len(names), "load_avg_1min": os.getloadavg()[0],
+        out = {"db": where, "built_world": where.startswith(":memory:"), "batch": len(names), "load_avg_1min": os.getloadavg()[0],
                "entities": len(kg.titles), "edges": kg.n_edges, "passages": len(doc.corpus),
                "kg_open_seconds": kg_open, "doc_open_seconds": doc_open,
                "fuzzy_share": sum(i % 3 == 2 for i in range(len(names))) / len(names),

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import json
@@ -46,10 +47,17 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from workbench.config import KG_FILTERS as FILTERS
+from workbench.config import MethodConfig
 from workbench.scoring import normalize_answer
 from workbench.search.tool import CacheCounters
 
-FILTERS = ("llm", "none", "overlap")  # config.KG_FILTERS (tested equal: config cannot import search)
+# The KG tool's settings, mapped once: KGSearch keyword (and attribute) -> (MethodConfig field, type).
+# make_kg_tool, a run's workbench.json, `workbench eval`'s rebuilt tool, the KG warm start's key,
+# `serve-retriever --kg` and the remote client's check all go through it, so a new setting is a
+# line here, its config field and its use in KGSearch.
+SETTINGS = {"max_triples": ("kg_max_triples", int), "min_similarity": ("kg_min_similarity", float),
+            "filter": ("kg_filter", str)}
 MAX_CANDIDATES = 256  # ours: triples of one entity the filter sees (a Wikidata hub has thousands)
 SHORTLIST = 32  # ours: names sharing the most trigrams that the similarity ratio ranks
 # ours: words that say nothing about which triple is relevant (question words, copulas, prepositions)
@@ -93,6 +101,30 @@ def render(hit: KGHit) -> str:
     if hit.entity_id is None:
         return f'No entity matches "{hit.query}".\n'
     return f"Entity: {hit.title}\n" + "".join(f"{t}\n" for t in hit.triples)
+
+
+def tool_settings(method_cfg) -> dict:
+    """The KG tool's settings (``KGSearch`` keywords) of a ``MethodConfig`` (``method.kg_*``).
+
+    Example:
+        >>> tool_settings(MethodConfig(kg_max_triples=2))
+        {'max_triples': 2, 'min_similarity': 0.75, 'filter': 'overlap'}
+    """
+    return {key: cast(getattr(method_cfg, field)) for key, (field, cast) in SETTINGS.items()}
+
+
+def settings_config(settings: dict) -> MethodConfig:
+    """A ``MethodConfig`` with the KG tool's ``settings`` (as :func:`tool_settings` gives them, e.g.
+    a run's ``workbench.json``); a setting left out keeps its default, an unknown one is refused.
+
+    Example:
+        >>> settings_config({"max_triples": "3"}).kg_max_triples
+        3
+    """
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"KG tool settings {unknown}: unknown; expected some of {list(SETTINGS)}")
+    return dataclasses.replace(MethodConfig(), **{SETTINGS[k][0]: SETTINGS[k][1](v) for k, v in settings.items()})
 
 
 def _grams(name: str) -> set[str]:
@@ -232,6 +264,7 @@ class KGSearch(CacheCounters):
         if int(max_triples) < 1:
             raise ValueError(f"method.kg_max_triples must be >= 1, got {max_triples!r}")
         self.max_triples, self.filter, self.judge, self.use_cache = int(max_triples), filter, judge, cache
+        self.min_similarity = float(min_similarity)
         own = isinstance(db_or_con, (str, Path))
         if own and not Path(db_or_con).exists():
             raise FileNotFoundError(f"no store at {db_or_con}")
@@ -246,6 +279,11 @@ class KGSearch(CacheCounters):
         self._cache: dict[tuple, KGHit] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+
+    @property
+    def settings(self) -> dict:
+        """This tool's settings, as :func:`tool_settings` names them."""
+        return {key: getattr(self, key) for key in SETTINGS}
 
     def _load(self, con, min_similarity: float) -> None:
         self.titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())

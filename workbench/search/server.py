@@ -359,7 +359,8 @@ class RetrievalHandler(BaseHTTPRequestHandler):
         kg = self.server.kg  # listed only when served, so /health is unchanged without it
         self._reply(200, {"status": "ok", "index": getattr(tool, "kind", None), "topk": tool.topk,
                           "passages": len(corpus) if corpus is not None else None,
-                          **({"kg_search": {"entities": len(kg.titles), "edges": kg.n_edges}} if kg is not None else {})})
+                          **({"kg_search": {"entities": len(kg.titles), "edges": kg.n_edges,
+                                            "settings": kg.settings}} if kg is not None else {})})
 
     def do_HEAD(self) -> None:  # noqa: N802 (_reply leaves the body out)
         if self._route("HEAD") is not None:
