@@ -226,3 +226,21 @@ def test_bad_inputs_are_named_before_the_store_is_created(files, tmp_path, capsy
         assert main(bad) == 2
         assert expected in capsys.readouterr().err
         assert not db.exists()
+
+
+def test_imports_cap_duckdbs_memory_by_default_and_restore_it(files, tmp_path, monkeypatch):
+    from workbench.cli import build_parser
+    from workbench.kg import sources
+
+    assert build_parser().parse_args(["import", "kilt", "f"]).memory_limit == sources.IMPORT_MEMORY_LIMIT == "4GB"
+    con = store.connect(tmp_path / "s.duckdb")
+    setting = "SELECT current_setting('memory_limit')"
+    before = con.execute(setting).fetchone()[0]
+    during = []
+    real = sources._Import.finish
+    monkeypatch.setattr(sources._Import, "finish",
+                        lambda self, **kw: during.append(self.con.execute(setting).fetchone()[0]) or real(self, **kw))
+    sources.import_kilt(con, files / "kilt.jsonl", progress=False)
+    sources.import_wiki18(con, files / "wiki18.jsonl", progress=False, memory_limit=None)
+    assert during == ["3.7 GiB", before] and con.execute(setting).fetchone()[0] == before
+    con.close()

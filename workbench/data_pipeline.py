@@ -33,7 +33,7 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -76,7 +76,6 @@ class Step:
     inputs: dict
     run: Callable
     adopt: Callable | None = None
-    reads: tuple = field(default_factory=tuple)
 
     @property
     def checksum(self) -> str:

@@ -202,7 +202,7 @@ IMPORT_MEMORY_LIMIT = "4GB"
 @contextlib.contextmanager
 def memory_limited(con: duckdb.DuckDBPyConnection, limit: str | None) -> Iterator[None]:
     """DuckDB's ``memory_limit`` at ``limit`` (e.g. '1GB') for the block, the previous one after it
-    (as DuckDB prints it: to within its rounding); ``None`` leaves the connection's limit alone.
+    (DuckDB's default exactly, another as DuckDB prints it); ``None`` leaves the limit alone.
 
     Example:
         >>> con = store.connect(":memory:")
@@ -221,7 +221,10 @@ def memory_limited(con: duckdb.DuckDBPyConnection, limit: str | None) -> Iterato
     try:
         yield
     finally:
-        con.execute("SET memory_limit = ?", [before])
+        with contextlib.suppress(duckdb.Error):  # an aborted enclosing transaction refuses it; the cause propagates
+            con.execute("RESET memory_limit")  # exact when it was DuckDB's default (a printed size rounds)
+            if con.execute("SELECT current_setting('memory_limit')").fetchone()[0] != before:
+                con.execute("SET memory_limit = ?", [before])
 
 
 def check_input(path: str | Path, what: str) -> Path:
