@@ -24,7 +24,8 @@ LAYERS = (
     {"store"},                                                            # the DuckDB store
     {"kg", "search", "policy"},                                           # knowledge, retrieval, models
     {"method"},                                                           # the paper's method
-    {"evaluate", "figures", "batch", "paper", "reference", "qa_import", "notebook", "plan"},  # faces over the method
+    {"evaluate", "figures", "batch", "paper", "reference", "qa_import", "notebook", "plan",
+     "data_pipeline"},                                                    # faces over the method
     {"commands", "cli"},                                                  # the `workbench` command
 )
 

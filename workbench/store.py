@@ -58,6 +58,9 @@ Imports and batches
         ``fingerprint`` identifies the imported file(s) (``kg.sources.fingerprint``): an import of
         a file already recorded is refused unless asked to append. ``inserted``: the rows it added.
     skipped_lines(import_id, file, line, error)
+    pipeline_steps(pipeline, step, checksum, input, inputs, report, seconds, created_at)
+        One row per step of ``workbench data paper`` done in this store (``data_pipeline``): the
+        checksum of its input (a rerun skips it when unchanged), the input's name, its report.
     batch_results(batch, point, params, status, duration_s, outputs, error, notebook)
 
 Example:
@@ -138,6 +141,9 @@ CREATE TABLE IF NOT EXISTS imports (
 ALTER TABLE imports ADD COLUMN IF NOT EXISTS fingerprint VARCHAR;
 ALTER TABLE imports ADD COLUMN IF NOT EXISTS inserted JSON;
 CREATE TABLE IF NOT EXISTS skipped_lines (import_id INTEGER, file VARCHAR, line BIGINT, error VARCHAR);
+CREATE TABLE IF NOT EXISTS pipeline_steps (
+    pipeline VARCHAR, step VARCHAR, checksum VARCHAR, input VARCHAR, inputs JSON, report JSON, seconds DOUBLE,
+    created_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (pipeline, step));
 CREATE TABLE IF NOT EXISTS batch_results (
     batch VARCHAR, point VARCHAR, params JSON, status VARCHAR, duration_s DOUBLE, outputs JSON,
     error VARCHAR, notebook VARCHAR);
@@ -286,7 +292,8 @@ def next_id(con: duckdb.DuckDBPyConnection, table: str, column: str) -> int:
 
 # Rows whose ids point into the world (entities, questions, chains): a new world orphans them.
 WORLD_TABLES = ("entities", "passages", "anchors", "relations", "edges", "triples", "aliases",
-                "chains", "chain_nodes", "evidence", "pool_builds", "questions", "imports", "skipped_lines")
+                "chains", "chain_nodes", "evidence", "pool_builds", "questions", "imports", "skipped_lines",
+                "pipeline_steps")
 RUN_TABLES = ("runs", "run_metrics", "trajectories", "candidates", "generated_questions", "eval_outcomes")
 
 

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from workbench.commands import add_db, db_path, existing_db
+from workbench.kg.sources import IMPORT_MEMORY_LIMIT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,8 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--append", action="store_true",
                        help="import the file even though this store already holds it (its rows are added again)")
         p.add_argument("--batch-rows", type=int, default=10_000, help="rows per Arrow insert batch")
-        p.add_argument("--memory-limit", default=None,
-                       help="DuckDB memory limit for the import, e.g. 8GB (beyond it DuckDB spills to disk)")
+        p.add_argument("--memory-limit", default=IMPORT_MEMORY_LIMIT,
+                       help=f"DuckDB memory limit for the import, e.g. 8GB (beyond it DuckDB spills to disk; default "
+                            f"{IMPORT_MEMORY_LIMIT}, ours: constant memory at any file size; 'none': DuckDB's 80%% of RAM)")
         p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
         add_db(p)
         p.set_defaults(func=_import_source)
@@ -68,9 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def memory_limit(value: str | None) -> str | None:
-    """``--memory-limit`` as DuckDB reads it (e.g. '8GB'), checked before the store is opened.
+    """``--memory-limit`` as DuckDB reads it (e.g. '8GB'), checked before the store is opened;
+    None for 'none' (DuckDB's own default).
 
     Example:
+        >>> memory_limit("none") is None
+        True
         >>> memory_limit("abc")
         Traceback (most recent call last):
         ...
@@ -78,7 +83,7 @@ def memory_limit(value: str | None) -> str | None:
     """
     import duckdb
 
-    if value is None:
+    if value is None or value.strip().lower() == "none":
         return None
     probe = duckdb.connect(":memory:")
     try:
@@ -112,10 +117,8 @@ def _import_source(args: argparse.Namespace) -> int:
     _checked(args, args.file, getattr(args, "aliases", None), getattr(args, "relation_aliases", None))
     con = store.connect(db_path(args))
     try:
-        if limit:
-            con.execute("SET memory_limit = ?", [limit])
         common = dict(skip_bad=args.skip_bad, batch_rows=args.batch_rows, progress=not args.no_progress,
-                      append=args.append)
+                      append=args.append, memory_limit=limit)
         if args.kind == "kilt":
             result = sources.import_kilt(con, args.file, **common)
         elif args.kind == "wiki18":

@@ -47,6 +47,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -187,6 +188,43 @@ def record_import(con, import_id: int, kind: str, file, lines: int, skipped: int
                 "VALUES (?, ?, ?, ?, ?, ?, ?)", [import_id, kind, str(file), lines, skipped, fingerprint,
                                                  json.dumps(inserted)])
 SAMPLE_BYTES = 1 << 20  # fingerprint: the first and last MiB of a file, with its size
+
+# Ours, chosen by measurement (LOG.md 2026-12-01; scripts/kilt_scale.py, scripts/duckdb_pk_probe.py):
+# under DuckDB's own default (80% of RAM) the buffer pool grows with the file, 3.6 MB of peak RSS
+# per 1k KILT pages (~22 GB at the real dump's 5.9M pages); under a limit it stays bounded and
+# DuckDB spills to disk. The floor is the passages' primary-key index, which must fit in memory
+# when the import's one transaction commits: 30M keys commit under 512MB (not 256MB), 75M under
+# 2GB (not 1GB), and the real dump has ~69M paragraphs. 4GB leaves room for wiki-18's 21M more.
+# None keeps DuckDB's default.
+IMPORT_MEMORY_LIMIT = "4GB"
+
+
+@contextlib.contextmanager
+def memory_limited(con: duckdb.DuckDBPyConnection, limit: str | None) -> Iterator[None]:
+    """DuckDB's ``memory_limit`` at ``limit`` (e.g. '1GB') for the block, the previous one after it
+    (DuckDB's default exactly, another as DuckDB prints it); ``None`` leaves the limit alone.
+
+    Example:
+        >>> con = store.connect(":memory:")
+        >>> with memory_limited(con, "256MB"):
+        ...     con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        '244.1 MiB'
+    """
+    if limit is None:
+        yield
+        return
+    (before,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    try:
+        con.execute("SET memory_limit = ?", [limit])
+    except duckdb.Error:
+        raise ValueError(f"memory_limit {limit!r}: expected a size such as 512MB or 8GB") from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(duckdb.Error):  # an aborted enclosing transaction refuses it; the cause propagates
+            con.execute("RESET memory_limit")  # exact when it was DuckDB's default (a printed size rounds)
+            if con.execute("SELECT current_setting('memory_limit')").fetchone()[0] != before:
+                con.execute("SET memory_limit = ?", [before])
 
 
 def check_input(path: str | Path, what: str) -> Path:
@@ -542,7 +580,8 @@ _KILT_TEMP = ("_kilt_pages", "_kilt_anchors", "_kilt_dups", "_kilt_resolved", "_
 
 
 def import_kilt(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: bool = False,
-                batch_rows: int = 10_000, progress: bool = True, append: bool = False) -> dict:
+                batch_rows: int = 10_000, progress: bool = True, append: bool = False,
+                memory_limit: str | None = IMPORT_MEMORY_LIMIT) -> dict:
     """Import a KILT knowledge source file (JSON lines, optionally .gz) in one transaction.
 
     Writes entities (kind from :func:`title_kind`), one passage per paragraph, every anchor
@@ -550,14 +589,15 @@ def import_kilt(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: b
     distinct (source, target, :func:`relation_label`) the store does not have yet. Returns the
     counts of rows inserted (``edges_present``: this file's edges the store already had) and lines/s.
     A file already imported is refused unless ``append``; a page id or title repeated in the file
-    is a malformed line (``skip_bad`` keeps the first page).
+    is a malformed line (``skip_bad`` keeps the first page). DuckDB's memory is capped at
+    ``memory_limit`` meanwhile (:data:`IMPORT_MEMORY_LIMIT`, ours; None: DuckDB's default).
 
     Example:
         >>> import_kilt(store.connect(":memory:"), "kilt_knowledgesource.json", progress=False)  # doctest: +SKIP
         {'import_id': 0, 'kind': 'kilt', 'lines': 5903530, 'skipped': 0, 'entities': ..., ...}
     """
     path = check_input(path, "KILT file")
-    with store.transaction(con):
+    with memory_limited(con, memory_limit), store.transaction(con):
         run = _Import(con, "kilt", (path,), skip_bad, progress, append)
         entities = _Entities(con, "kilt")
         next_passage = store.next_id(con, "passages", "passage_id")
@@ -682,20 +722,22 @@ def _parse_wiki18(raw: bytes) -> tuple[str, str]:
 
 
 def import_wiki18(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: bool = False,
-                  batch_rows: int = 10_000, progress: bool = True, append: bool = False) -> dict:
+                  batch_rows: int = 10_000, progress: bool = True, append: bool = False,
+                  memory_limit: str | None = IMPORT_MEMORY_LIMIT) -> dict:
     """Import the wiki-18 corpus (JSON lines ``id``, ``contents``) as passages, in one transaction.
 
     Each line becomes a passage of the entity with its title (created when missing, kind from
     :func:`title_kind`). ``paragraph`` numbers the passages of a title in file order within a
     run of consecutive lines (wiki-18 stores an article's passages consecutively). A file
-    already imported is refused unless ``append``.
+    already imported is refused unless ``append``. DuckDB's memory is capped at ``memory_limit``
+    meanwhile (:data:`IMPORT_MEMORY_LIMIT`, ours; None: DuckDB's default).
 
     Example:
         >>> import_wiki18(store.connect(":memory:"), "wiki18_100w.jsonl", progress=False)  # doctest: +SKIP
         {'import_id': 0, 'kind': 'wiki18', 'lines': 21015324, 'passages': 21015324, ...}
     """
     path = check_input(path, "wiki-18 file")
-    with store.transaction(con):
+    with memory_limited(con, memory_limit), store.transaction(con):
         run = _Import(con, "wiki18", (path,), skip_bad, progress, append)
         entities = _Entities(con, "wiki18")
         next_passage = store.next_id(con, "passages", "passage_id")
@@ -749,7 +791,8 @@ def _parse_alias(raw: bytes) -> list[str]:
 def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                       entity_aliases: str | Path | None = None,
                       relation_aliases: str | Path | None = None, *, skip_bad: bool = False,
-                      batch_rows: int = 10_000, progress: bool = True, append: bool = False) -> dict:
+                      batch_rows: int = 10_000, progress: bool = True, append: bool = False,
+                      memory_limit: str | None = IMPORT_MEMORY_LIMIT) -> dict:
     """Import Wikidata5M-style triples and alias files in one transaction.
 
     ``entity_aliases`` lines (``Q42\\tDouglas Adams\\tDouglas Noel Adams``) give each id an entity
@@ -757,6 +800,7 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
     itself and every alias. ``relation_aliases`` lines (``P57\\tdirector\\t...``) name relations:
     ``triples.relation`` holds a relation's first alias when one is given, else its raw id.
     The same three files (or the same triples without alias files) again are refused unless ``append``.
+    DuckDB's memory is capped at ``memory_limit`` meanwhile (:data:`IMPORT_MEMORY_LIMIT`, ours).
 
     Example:
         >>> import_wikidata5m(store.connect(":memory:"), "wikidata5m_all_triplet.txt",
@@ -766,7 +810,7 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
     triples, entity_aliases, relation_aliases = (None if p is None else check_input(p, f"Wikidata5M {what} file")
                                                  for p, what in ((triples, "triples"), (entity_aliases, "alias"),
                                                                  (relation_aliases, "relation alias")))
-    with store.transaction(con):
+    with memory_limited(con, memory_limit), store.transaction(con):
         run = _Import(con, "wikidata5m", (triples, entity_aliases, relation_aliases), skip_bad, progress, append)
         entities = _Entities(con, "wikidata5m")
         n_aliases = n_triples = 0

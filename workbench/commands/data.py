@@ -1,0 +1,59 @@
+"""``workbench data paper``: the paper setting's data in one resumable command (``data_pipeline``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from workbench.commands import add_db, db_path
+from workbench.kg.sources import IMPORT_MEMORY_LIMIT
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("data", help="the paper setting's data, every step resumable (KILT, wiki-18, E5, QA, G_0)")
+    settings = parser.add_subparsers(dest="setting", metavar="SETTING", required=True)
+    p = settings.add_parser(
+        "paper", help="KILT import, wiki-18 passages, E5 dense index, QA sets + seed pool, G_0",
+        description="Runs, in order, the steps a paper-tier run needs, each the same function as its own "
+                    "command (workbench import kilt|wiki18|qa|seed-pool, the dense index of workbench search, "
+                    "workbench pool build). Each step is recorded in the store with the checksum of its input: "
+                    "a rerun skips the steps done with the same input, refuses a changed input (naming step and "
+                    "file) unless --force, and a step killed midway leaves the store as before it.")
+    p.add_argument("--kilt", required=True, help="KILT knowledge source (kilt_knowledgesource.json[.gz])")
+    p.add_argument("--passages", required=True, help="wiki-18 passages (JSON lines id, contents; Search-R1's wiki-18.jsonl)")
+    p.add_argument("--qa", required=True, metavar="DIR",
+                   help="folder of QA files: nq_hotpotqa_train.parquet or nq/train.* + hotpotqa/train.* (or "
+                        "hotpot_train_v1.1.json), and NAME_test.* or NAME/test.* (dev when there is no test) per test set")
+    p.add_argument("--e5", required=True, metavar="MODEL_DIR", help="the E5 encoder's folder (e.g. data/models/e5-base-v2)")
+    p.add_argument("--preset", default="paper", help="preset whose seed dataset and pool settings are used (default paper)")
+    p.add_argument("--dataset", action="append", default=None,
+                   help="test set to import (repeatable; default Table 1's six: nq triviaqa popqa hotpotqa 2wiki bamboogle)")
+    p.add_argument("--walks", type=int, default=None, help="random walks for G_0 (default: the preset's)")
+    p.add_argument("--val", type=int, default=500, help="validation questions per training source (default 500, ours)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the seed-pool/validation shuffle (default 0)")
+    p.add_argument("--memory-limit", default=IMPORT_MEMORY_LIMIT,
+                   help=f"DuckDB memory limit of the imports (default {IMPORT_MEMORY_LIMIT}, ours; 'none': DuckDB's own)")
+    p.add_argument("--force", action="store_true",
+                   help="redo the steps whose input changed (a changed KILT or wiki-18 file rebuilds the world)")
+    p.add_argument("--no-progress", action="store_true", help="hide the import progress bars")
+    add_db(p, preset_default="paper")
+    p.set_defaults(func=_paper)
+
+
+def _paper(args: argparse.Namespace) -> int:
+    from workbench import config, store
+    from workbench.commands.importers import memory_limit
+    from workbench.data_pipeline import TABLE1_DATASETS, paper_steps, run_steps
+
+    cfg = config.preset(args.preset)
+    limit = memory_limit(args.memory_limit)
+    steps = paper_steps(args.kilt, args.passages, args.qa, args.e5, cfg, datasets=tuple(args.dataset or TABLE1_DATASETS),
+                        walks=args.walks, val=args.val, seed=args.seed, memory_limit=limit,
+                        progress=not args.no_progress)
+    con = store.connect(db_path(args))
+    try:
+        results = run_steps(con, steps, force=args.force)
+    finally:
+        con.close()
+    print(json.dumps([{k: v for k, v in r.items() if k != "report"} for r in results], indent=1))
+    return 0
