@@ -43,6 +43,7 @@ import dataclasses
 import os
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import torch
@@ -127,13 +128,27 @@ class Dist:
         return dict(zip(keys, totals.tolist()))
 
     def close(self) -> None:
-        """Stop rank 0's retrieval server (if it serves one)."""
+        """Stop rank 0's retrieval server (if it serves one); print its peak GPU memory."""
+        print(peak_line(self.rank), flush=True)
         if self._server is not None:
             server, thread = self._server
             server.shutdown()
             server.server_close()
             thread.join()
             self._server = None
+
+
+def peak_line(rank: int) -> str:
+    """``rank R: peak GPU memory X GiB`` (what the scaling measurement reads per rank), or that the
+    rank ran on the CPU.
+
+    Example:
+        >>> peak_line(0) if not torch.cuda.is_available() else "rank 0: on the CPU"
+        'rank 0: on the CPU'
+    """
+    if not torch.cuda.is_available():
+        return f"rank {rank}: on the CPU"
+    return f"rank {rank}: peak GPU memory {torch.cuda.max_memory_allocated() / 2 ** 30:.2f} GiB"
 
 
 def from_env(env=None) -> Dist | None:
@@ -151,12 +166,15 @@ def from_env(env=None) -> Dist | None:
         return None
     rank = int(env["RANK"])
     if not torch_dist.is_initialized():
+        # the other ranks wait in a collective while rank 0 validates, commits and checkpoints
+        # (minutes at paper shape): far past the default 10 minutes, ours
+        timeout = timedelta(seconds=float(env.get("WORKBENCH_DIST_TIMEOUT", 4 * 3600)))
         if torch.cuda.is_available():
             os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # the device README: NVLink multicast off
             torch.cuda.set_device(int(env.get("LOCAL_RANK", rank)))
-            torch_dist.init_process_group("nccl")
+            torch_dist.init_process_group("nccl", timeout=timeout)
         else:
-            torch_dist.init_process_group("gloo")
+            torch_dist.init_process_group("gloo", timeout=timeout)
     return Dist(rank, world)
 
 
@@ -212,7 +230,8 @@ def follow(dist: Dist, load_policies, log=print) -> list[dict]:
     trainer.dist = dist
     for t in range(state["completed"], cfg.method.steps):
         trainer.run_round(t)
-    log(f"rank {dist.rank}: {cfg.method.steps - state['completed']} rounds done (rank 0 writes the store)")
+    log(f"rank {dist.rank}: {cfg.method.steps - state['completed']} rounds done (rank 0 writes the store); "
+        + peak_line(dist.rank))
     return []
 
 
