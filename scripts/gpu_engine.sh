@@ -11,6 +11,9 @@
 #   round3b    one CoEvoKG round at paper shape (3B, 64 questions x 5 rollouts, 8 turns, top-3, LoRA 16)
 #   gen7b gen8b  the same as gen3b at the Qwen2.5-7B / Llama-3.1-8B shapes
 #   retrieval  dense search of 256 queries over 1M and 10M x 768 vectors: FAISS on the CPU vs torch top-k on the GPU
+#   ddp_equiv  `workbench train --gpus 2` vs one GPU, tiny preset, 2 rounds, rollouts replicated: per-round metrics (issue 20)
+#   scale3b    one CoEvoKG round at paper shape (3B random weights, as round3b) on 1, 2, 4, 8 GPUs (as many as
+#              the machine has; `--gpus N`, rollouts sharded, hf backend unless SCALE_BACKEND=vllm): stages and peaks
 # Environment: SCRATCH (default /tmp/gpu_engine), OUT (default $SCRATCH/out), PY (default python3).
 set -eo pipefail
 S=${SCRATCH:-/tmp/gpu_engine}; OUT=${OUT:-$S/out}; mkdir -p "$S/data" "$OUT"
@@ -44,6 +47,30 @@ for part in "$@"; do
     round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
                > "$OUT/round3b.json" ;;
     retrieval) $wb bench gpu --parts retrieval > "$OUT/retrieval.json" ;;
+    ddp_equiv) for n in 1 2; do
+                 $wb train --gpus $n --preset tiny --steps 2 --db "$db" --run "ddp-$n" --overwrite \
+                   --set rollout.backend=hf --set rollout.data_parallel=replicate > "$OUT/ddp_equiv-$n.log" 2>&1
+                 $wb runs show "ddp-$n" --db "$db" --json > "$OUT/ddp_equiv-$n.json"
+               done
+               $PY -c "import json,math,sys; a,b=(json.load(open(sys.argv[i])) for i in (1,2)); \
+bad=[(r['round'],k,r[k],s[k]) for r,s in zip(a,b) for k in r if not k.startswith('time_') and r[k]!=s[k] and not \
+(isinstance(r[k],float) and math.isclose(r[k],s[k],rel_tol=1e-5,abs_tol=1e-8 if k=='kl' else 1e-9))]; \
+print(json.dumps({'rounds':len(a),'outside_tolerance':bad}))" "$OUT/ddp_equiv-1.json" "$OUT/ddp_equiv-2.json" \
+                 > "$OUT/ddp_equiv.json" ;;
+    scale3b) model="$S/qwen2.5-3b-random"
+             [ -d "$model" ] || $PY -c "from workbench.method.gpu_bench import paper_shape_folder as f; \
+f('qwen2.5-3b', '$base', '$model', device='cuda')"
+             for n in 1 2 4 8; do
+               [ "$n" -le "$(nvidia-smi -L | wc -l)" ] || continue
+               $wb train --gpus $n --preset tiny --model "$model" --steps 1 --db "$db" --run "scale-$n" --overwrite \
+                 "${paper[@]}" --set rollout.backend=${SCALE_BACKEND:-hf} --set method.val_questions=4 \
+                 > "$OUT/scale3b-$n.log" 2>&1
+               $wb runs show "scale-$n" --db "$db" --json > "$OUT/scale3b-$n.json"
+               grep -ho "rank [0-9]*: peak GPU memory [0-9.]* GiB" "$OUT/scale3b-$n.log" || true
+             done
+             $PY -c "import json,sys; r={n: json.load(open(f'$OUT/scale3b-{n}.json'))[0] for n in (1,2,4,8) \
+if __import__('os').path.exists(f'$OUT/scale3b-{n}.json')}; print(json.dumps({n: {k: v for k, v in m.items() \
+if k.startswith('time_')} for n, m in r.items()}, indent=1))" > "$OUT/scale3b.json" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
   [ ! -f "$OUT/$part.json" ] || tail -c 1500 "$OUT/$part.json"

@@ -97,6 +97,9 @@ class RolloutConfig:
     backend: str = "auto"  # generation engine: hf | vllm | auto (vLLM on CUDA when installed, else hf)
     vllm_memory: float = 0.3  # ours: share of GPU memory the vLLM engine may take (the trainer shares the GPU)
     vllm_sync: str = "merged"  # trained weights reach vLLM: merged (loaded in place) | lora (adapter hot-loaded)
+    # several ranks (torchrun; method/distributed.py): each rolls out its block of the slots (shard),
+    # or every rank all of them with the one-process seed (replicate: the 1-vs-N equivalence check)
+    data_parallel: str = "shard"
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,7 @@ INDEXES = ("bm25", "dense")
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
+DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL
 
 # (check(value, its section), what is expected) per field; every float must also be finite.
 RULES: dict[str, tuple] = {
@@ -282,6 +286,7 @@ RULES: dict[str, tuple] = {
     "rollout.backend": (_one_of(*BACKENDS), f"one of {list(BACKENDS)}"),
     "rollout.vllm_memory": (lambda v, _: 0 < v <= 1, "a share of GPU memory in (0, 1]"),
     "rollout.vllm_sync": (_one_of(*VLLM_SYNC), f"one of {list(VLLM_SYNC)}"),
+    "rollout.data_parallel": (_one_of(*DATA_PARALLEL), f"one of {list(DATA_PARALLEL)}"),
     "method.lora_rank": (_at_least(0), "an integer >= 0 (0 = full fine-tune)"),
     "method.lora_alpha": (_at_least(1), "an integer >= 1"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1")

@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replace an existing run of this name in this store (its rows and runs/<name>/)")
     p.add_argument("--model", default=None,
                    help="base model: a Hugging Face directory or hub id (default: the preset's backbone.model; the tiny warm start for tiny and smoke)")
+    p.add_argument("--gpus", type=int, default=1,
+                   help="data-parallel processes, one GPU each (NCCL; gloo CPU processes without CUDA); "
+                        "rank 0 writes the store (README, 'Several GPUs')")
     add_set(p)
     add_db(p)
     p.set_defaults(func=_train)
@@ -41,7 +44,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    import os
+
     from workbench.method.train import train
+
+    if args.gpus < 1:
+        raise ValueError(f"--gpus {args.gpus}: expected a number of processes >= 1")
+    if args.gpus > 1 and "WORLD_SIZE" not in os.environ:  # this process launches the ranks
+        from workbench.method.distributed import launch
+
+        return launch(args.gpus, _rank_argv(args))
 
     metrics = train(db_path(args), run=args.run, method=args.method, preset=args.preset, steps=args.steps,
                     resume=args.resume, seed=args.seed, overrides=overrides(args),
@@ -51,6 +63,19 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{args.run}: {len(metrics)} rounds; last val EM {last['val_em']:.3f}, "
               f"solver reward {last['solver_reward']:.3f}, pool {last['pool_chains']} chains")
     return 0
+
+
+def _rank_argv(args: argparse.Namespace) -> list[str]:
+    """The ``workbench train`` arguments each rank runs (``--gpus`` left out; ``--run=`` keeps the
+    launcher's parser from reading it as one of its own options)."""
+    argv = ["train", "--preset", args.preset, "--method", args.method, f"--run={args.run}", "--db", db_path(args)]
+    for flag, value in (("--steps", args.steps), ("--seed", args.seed), ("--model", args.model)):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += ["--resume"] * args.resume + ["--overwrite"] * args.overwrite
+    for pair in args.overrides:
+        argv += ["--set", pair]
+    return argv
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ import torch
 
 from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
-from workbench.method import eog
+from workbench.method import distributed, eog
 from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
@@ -372,6 +372,10 @@ class Trainer:
         self._topology_graph, self._held_out = None, None
         self.path_params = PathSupportParams.of(m)
         self._g0: EvidenceGraph | None = None
+        self.dist = None  # several ranks: distributed.lead/follow set it; None is the one-process code
+        if con is None:  # a rank other than 0 (distributed.follow): rank 0 owns the store and its reads
+            self.titles, self.seed_pool = {}, []
+            return
         self.titles: dict[int, str] = dict(con.execute(
             "SELECT entity_id, title FROM entities").fetchall())
         self.seed_pool = con.execute(
@@ -418,6 +422,8 @@ class Trainer:
         every store write happen in ``RunStore.commit_round``."""
         import time
 
+        if self.dist is not None:
+            return distributed.run_round(self, t)
         torch.manual_seed(self.seed_for(t, 0))
         timings, clock = {}, time.perf_counter()
 
@@ -524,13 +530,14 @@ class Trainer:
                 for q, text, ans, h, chain in (self.seed_pool[int(i)] for i in picked)]
 
     # -- 3-4: rollouts and rewards ---------------------------------------------------------
-    def solve(self, t: int, slots: list[Slot]) -> None:
-        """Eq. 3: G rollouts per slot at the training temperature (scored in :meth:`reward`)."""
+    def solve(self, t: int, slots: list[Slot], seed: int | None = None) -> None:
+        """Eq. 3: G rollouts per slot at the training temperature (scored in :meth:`reward`);
+        ``seed`` (default the round's) is a rank's own (``distributed.solve``)."""
         r, m = self.cfg.rollout, self.cfg.method
         trajectories = rollout(
             self.policy, self.search, [s.question for s in slots], m.group_size, max_turns=r.max_turns,
             topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
-            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4), kg=self.kg)
+            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4) if seed is None else seed, kg=self.kg)
         for traj in trajectories:
             slots[traj.question_index].rollouts.append(Rollout(traj, None))
 
@@ -644,7 +651,8 @@ class Trainer:
         put a precision gap into every ratio). Retrieved tokens keep 0."""
         import dataclasses
 
-        fresh = response_logprobs(self.policy, rows, self.cfg.method.micro_batch)
+        compute = lambda part: response_logprobs(self.policy, part, self.cfg.method.micro_batch)  # noqa: E731
+        fresh = compute(rows) if self.dist is None else distributed.old_logprobs(self.dist, compute, rows)
         return [dataclasses.replace(row, old_logprobs=f.tolist()) for row, f in zip(rows, fresh)]
 
     def _reference_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -667,6 +675,8 @@ class Trainer:
         sums = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0}
         pad = self.policy.tokenizer.pad_token_id
         order = sorted(range(len(rows)), key=lambda i: rows[i].length)  # similar lengths pad less
+        if self.dist is not None:  # this rank's rows; total_tokens stays the global batch's
+            order = self.dist.step_rows(order)
         for start in range(0, len(order), m.micro_batch):
             idx = order[start:start + m.micro_batch]
             tensors = batch_tensors([rows[i] for i in idx], pad)
@@ -690,6 +700,8 @@ class Trainer:
             sums["clip_fraction"] += float(stats.get("clip_fraction", 0.0)) * share
             sums["entropy"] += float(entropy) * share
         self.policy.model.eval()
+        if self.dist is not None:  # the gradient and sums of one process at the same global batch
+            sums = self.dist.all_reduce_step(self.optimizer.param_groups[0]["params"], sums)
         if not self.guard.check(sums["loss"], sums["kl"], step=t):
             self.optimizer.zero_grad(set_to_none=True)
             return {**sums, "skipped": 1}

@@ -38,6 +38,7 @@ import torch
 from workbench import paths, store
 from workbench.config import Config, preset as get_preset
 from workbench.kg import topology_qa
+from workbench.method import distributed
 from workbench.method.loop import Trainer
 from workbench.method.methods import method_spec, uses_kg_tool
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
@@ -121,6 +122,9 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     from workbench.policy.warmstart import warmstart
     from workbench.search.retriever import make_retriever
 
+    dist = distributed.from_env()  # None in one process: the code below, unchanged
+    if dist is not None and not dist.is_main:  # rank 0's settings, checkpoint and retriever; no store
+        return distributed.follow(dist, load_policies, log=log or (lambda *_: None))
     folder = run_dir(run)
     spec = method_spec(method)
     overrides = dict(overrides or {})
@@ -156,6 +160,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         trainer = Trainer(con, cfg, spec, run, policy, reference, search)
         if found:
             trainer.load_state_dict({**state, "optimizer": torch.load(found / "optimizer.pt")})
+        if dist is not None:
+            distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
         runs.start(spec.name, cfg, cfg.method.steps)
         try:
@@ -169,6 +175,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         _write_progress(trainer, folder, state, "done")
         return run_metrics(con, run)
     finally:
+        if dist is not None:
+            dist.close()
         if own:
             con.close()
 

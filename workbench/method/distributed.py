@@ -1,0 +1,346 @@
+"""The loop on several processes (issue 20): torch.distributed data parallelism, one writer.
+
+Launched by ``torchrun --nproc-per-node N -m workbench.cli train ...`` (README, "Several GPUs"):
+torchrun sets ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` and tears the
+group down when any rank fails. :func:`from_env` is None in one process, so a plain
+``workbench train`` runs exactly the one-process code (no hook below is reached).
+
+One round on N ranks, same order as ``loop.Trainer.run_round``:
+
+1. rank 0 proposes and gates (Eqs. 2, 6) and broadcasts the round's slots;
+2. the solver slots are split in N contiguous blocks; rank r rolls out its block (Eq. 3) with its
+   own seed (:meth:`Dist.rollout_seed`, from seed, round and rank) -- or, with
+   ``rollout.data_parallel = 'replicate'``, every rank rolls out every slot with the one-process
+   seed; the trajectories are gathered on every rank in slot order;
+3. rank 0 scores the rewards (Eqs. 7-10, it holds the store's G_t) and broadcasts the scored round,
+   so every rank computes the same advantages (Eqs. 11-12);
+4. each optimiser step's rows are dealt out by length (rank r takes every N-th row of the
+   length-sorted order), each rank back-propagates its rows' share of the global token mean and the
+   gradients (and the step's loss/KL sums) are summed over ranks with ``all_reduce``: every rank
+   then clips and steps on the gradient of one process at the same global batch.
+
+Only rank 0 opens the store (DuckDB admits one writing process, and then no reader), writes the
+rounds, checkpoints, best and ``progress.json``, and serves its retriever (and DynaSearcher's KG
+tool) on 127.0.0.1 (``search.server``) to the other ranks; each rank's client keeps its own query
+cache, and the round's hit rate sums every rank's hits and lookups. The other ranks read only the run's checkpoint directory at start.
+
+Why an all-reduce of the gradients and not ``DistributedDataParallel``'s wrapper: a rank's share of
+a step is a variable number of micro-batches (rows differ in length), and DDP's per-backward
+hooks need the same number of backward passes on every rank; one flattened ``all_reduce`` after the
+local passes is DDP's collective without that constraint, and the sum (not DDP's mean) keeps the
+token mean over the global batch exact.
+
+Example:
+    >>> from_env({"WORLD_SIZE": "1"}) is None
+    True
+    >>> shard_bounds(5, rank=1, world=2)
+    (3, 5)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as torch_dist
+
+DATA_PARALLEL = ("shard", "replicate")  # rollout.data_parallel's values (config.RULES, tested equal)
+
+
+def shard_bounds(n: int, rank: int, world: int) -> tuple[int, int]:
+    """[start, stop) of rank ``rank``'s contiguous block of ``n`` items (``np.array_split``'s
+    blocks: the first n % world ranks take one more).
+
+    Example:
+        >>> [shard_bounds(5, r, 2) for r in range(2)]
+        [(0, 3), (3, 5)]
+    """
+    if not 0 <= rank < world:
+        raise ValueError(f"shard_bounds: rank {rank} outside a world of {world}")
+    base, extra = divmod(n, world)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (1 if rank < extra else 0)
+
+
+@dataclass
+class Dist:
+    """This process's place in the group: ``rank`` of ``world``, and where rank 0's retriever is
+    served (``url``; set by :func:`lead` / :func:`follow`)."""
+
+    rank: int
+    world: int
+    url: str | None = None
+    _server: object = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def broadcast(self, obj=None):
+        """Rank 0's ``obj`` on every rank (pickled; ``torch.distributed.broadcast_object_list``)."""
+        box = [obj if self.is_main else None]
+        torch_dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, obj) -> list:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        out = [None] * self.world
+        torch_dist.all_gather_object(out, obj)
+        return out
+
+    def rollout_seed(self, seed: int) -> int:
+        """Rank ``rank``'s rollout seed from the round's one-process seed: deterministic by (seed,
+        round, rank, world); rank 0 of any world keeps the one-process seed."""
+        return seed if self.rank == 0 else (seed * 1_000_003 + 7919 * self.rank + self.world) % (2 ** 63)
+
+    def step_rows(self, order: list[int]) -> list[int]:
+        """This rank's rows of a step from the length-sorted ``order``: every ``world``-th, so each
+        rank gets short and long rows alike."""
+        return order[self.rank::self.world]
+
+    def all_reduce_step(self, params: list[torch.Tensor], sums: dict, bucket: int = 1 << 26) -> dict:
+        """Sum every trainable gradient (a missing one counts as zeros) over ranks, in place, in
+        flat buffers of at most ``bucket`` elements; returns ``sums`` (the step's loss/KL/... sums,
+        float64 as one process keeps them) summed over ranks."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        start = 0
+        while start < len(grads):
+            stop, size = start, 0
+            while stop < len(grads) and (stop == start or size + grads[stop].numel() <= bucket):
+                size += grads[stop].numel()
+                stop += 1
+            flat = torch.cat([g.reshape(-1) for g in grads[start:stop]])
+            torch_dist.all_reduce(flat, op=torch_dist.ReduceOp.SUM)
+            offset = 0
+            for p, g in zip(params[start:stop], grads[start:stop]):
+                p.grad = flat[offset:offset + g.numel()].view_as(g).clone()
+                offset += g.numel()
+            start = stop
+        keys = sorted(sums)
+        totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64,
+                              device=grads[0].device if grads else "cpu")
+        torch_dist.all_reduce(totals, op=torch_dist.ReduceOp.SUM)
+        return dict(zip(keys, totals.tolist()))
+
+    def close(self) -> None:
+        """Stop rank 0's retrieval server (if it serves one); print its peak GPU memory."""
+        print(peak_line(self.rank), flush=True)
+        if self._server is not None:
+            server, thread = self._server
+            server.shutdown()
+            server.server_close()
+            thread.join()
+            self._server = None
+
+
+def peak_line(rank: int) -> str:
+    """``rank R: peak GPU memory X GiB`` (what the scaling measurement reads per rank), or that the
+    rank ran on the CPU.
+
+    Example:
+        >>> peak_line(0) if not torch.cuda.is_available() else "rank 0: on the CPU"
+        'rank 0: on the CPU'
+    """
+    if not torch.cuda.is_available():
+        return f"rank {rank}: on the CPU"
+    return f"rank {rank}: peak GPU memory {torch.cuda.max_memory_allocated() / 2 ** 30:.2f} GiB"
+
+
+def from_env(env=None) -> Dist | None:
+    """The process group torchrun describes in ``env`` (default ``os.environ``), joined once; None
+    for one process (``WORLD_SIZE`` unset or 1). NCCL on CUDA (each rank on GPU ``LOCAL_RANK``,
+    NVLink multicast off: ``NCCL_NVLS_ENABLE=0`` unless set), gloo on the CPU.
+
+    Example:
+        >>> from_env({}) is None
+        True
+    """
+    env = os.environ if env is None else env
+    world = int(env.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return None
+    rank = int(env["RANK"])
+    if not torch_dist.is_initialized():
+        # the other ranks wait in a collective while rank 0 validates, commits and checkpoints
+        # (minutes at paper shape): far past the default 10 minutes, ours
+        timeout = timedelta(seconds=float(env.get("WORKBENCH_DIST_TIMEOUT", 4 * 3600)))
+        if torch.cuda.is_available():
+            os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # the device README: NVLink multicast off
+            torch.cuda.set_device(int(env.get("LOCAL_RANK", rank)))
+            torch_dist.init_process_group("nccl", timeout=timeout)
+        else:
+            torch_dist.init_process_group("gloo", timeout=timeout)
+    return Dist(rank, world)
+
+
+def lead(dist: Dist, trainer, base, found, state: dict) -> None:
+    """Rank 0, once its trainer is set up: serve its retriever (and KG tool) on 127.0.0.1 and send
+    the other ranks what they build theirs from (settings, base, checkpoint, state, URL)."""
+    from workbench.search.server import make_server, url_of
+
+    server = make_server(_served(trainer.search), "127.0.0.1", 0, trainer.kg)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    dist._server, dist.url = (server, thread), url_of(server)
+    dist.broadcast({"cfg": trainer.cfg, "method": trainer.spec.name, "run": trainer.run, "base": str(base),
+                    "found": str(found) if found else None, "state": state, "url": dist.url,
+                    "kg": trainer.kg is not None})
+    trainer.dist = dist
+
+
+def _served(tool):
+    """Rank 0's retriever as the other ranks reach it: the same index under the same lock, uncached
+    and uncounted here (each rank's client keeps its own cache and counts, summed per round)."""
+    from workbench.search.tool import Retriever
+
+    class Served(Retriever):
+        def _search(self, queries, k):
+            return tool._search(queries, k)
+
+    served = Served(tool.topk, cache=False)
+    served._lock = tool._lock  # one search at a time into the index rank 0 also searches
+    return served
+
+
+def follow(dist: Dist, load_policies, log=print) -> list[dict]:
+    """A rank other than 0: build the same trainer without the store (rank 0's settings, base and
+    checkpoint; its served retriever) and take part in every round; returns [] (the metrics are
+    rank 0's store's)."""
+    from pathlib import Path
+
+    from workbench.method.loop import Trainer
+    from workbench.method.methods import method_spec
+    from workbench.search.client import RemoteKGSearch, RemoteRetriever
+
+    setup = dist.broadcast()
+    cfg, state = setup["cfg"], setup["state"]
+    found = Path(setup["found"]) if setup["found"] else None
+    policy, reference = load_policies(cfg, setup["base"], found)
+    dist.url = setup["url"]
+    search = RemoteRetriever(dist.url, topk=cfg.search.topk)
+    kg = RemoteKGSearch(dist.url) if setup["kg"] else None
+    trainer = Trainer(None, cfg, method_spec(setup["method"]), setup["run"], policy, reference, search, kg=kg)
+    if found:
+        trainer.load_state_dict({**state, "optimizer": torch.load(found / "optimizer.pt")})
+    trainer.dist = dist
+    for t in range(state["completed"], cfg.method.steps):
+        trainer.run_round(t)
+    log(f"rank {dist.rank}: {cfg.method.steps - state['completed']} rounds done (rank 0 writes the store); "
+        + peak_line(dist.rank))
+    return []
+
+
+def propose(trainer, t: int):
+    """Steps 1-2 on rank 0 (and Dr. Free's rollout-free R_p), broadcast to every rank."""
+    tasks, slots = None, None
+    if trainer.dist.is_main:
+        tasks, slots = trainer.propose(t)
+        if trainer.rollout_free:
+            trainer.reward_proposer(t, tasks)
+    tasks, slots = trainer.dist.broadcast((tasks, slots))
+    trainer.search.reset_cache_stats()  # each rank's own lookups (Dr. Free's searches come before)
+    return tasks, slots
+
+
+def solve(trainer, t: int, slots: list) -> None:
+    """Step 3: this rank's block of slots rolled out, every rank's gathered into ``slots``."""
+    from workbench.method.loop import Rollout
+
+    dist = trainer.dist
+    if trainer.cfg.rollout.data_parallel == "replicate":
+        trainer.solve(t, slots)  # every rank: the one-process rollouts
+        return
+    start, stop = shard_bounds(len(slots), dist.rank, dist.world)
+    mine = [dataclasses.replace(s, rollouts=[]) for s in slots[start:stop]]
+    if mine:
+        trainer.solve(t, mine, seed=dist.rollout_seed(trainer.seed_for(t, 4)))
+    found = [[r.trajectory for r in s.rollouts] for s in mine]
+    offset = 0
+    for block in dist.gather(found):
+        for i, trajectories in enumerate(block):
+            for traj in trajectories:
+                traj.question_index = offset + i  # the round's slot index (run_store keys on it)
+                slots[offset + i].rollouts.append(Rollout(traj, None))
+        offset += len(block)
+
+
+def score(trainer, t: int, tasks, slots, graph_of):
+    """Step 4 on rank 0 (it holds G_t), the scored round broadcast to every rank."""
+    if trainer.dist.is_main:
+        trainer.reward(t, tasks, slots, graph_of(t))
+    return trainer.dist.broadcast((tasks, slots))
+
+
+def old_logprobs(dist: Dist, compute, rows: list) -> list:
+    """``compute(rows)`` (the trainer's old-policy log-probs) with each rank computing its block,
+    gathered in row order."""
+    start, stop = shard_bounds(len(rows), dist.rank, dist.world)
+    mine = compute(rows[start:stop]) if stop > start else []
+    return [f for block in dist.gather([np.asarray(f.cpu() if torch.is_tensor(f) else f) for f in mine])
+            for f in block]
+
+
+def run_round(trainer, t: int):
+    """``Trainer.run_round`` on several ranks (the module docstring's steps 1-4, then the update
+    and the backend's weight sync on every rank); the same timings keys."""
+    import time
+
+    from workbench.method.loop import RoundResult
+
+    torch.manual_seed(trainer.seed_for(t, 0))
+    timings, clock = {}, time.perf_counter()
+
+    def lap(name):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[f"time_{name}"] = now - clock
+        clock = now
+
+    tasks, slots = propose(trainer, t)
+    lap("proposer_gate")
+    solve(trainer, t, slots)
+    lap("rollouts")
+    tasks, slots = score(trainer, t, tasks, slots, trainer.evidence_graph)
+    lap("rewards")
+    update = trainer.update(t, tasks, slots)
+    lap("update")
+    trainer.policy.sync()
+    lap("sync")
+    stats = trainer.dist.gather(trainer.search.cache_stats())
+    hits, lookups = sum(s["hits"] for s in stats), sum(s["hits"] + s["misses"] for s in stats)
+    return RoundResult(t, tasks, slots, update, timings, hits / lookups if lookups else 0.0,
+                       kg_tool=trainer.kg is not None)
+
+
+def launch(n: int, argv: list[str]) -> int:
+    """Run ``python -m workbench.cli *argv`` on ``n`` local ranks under torch's elastic launcher
+    (what ``torchrun --standalone --nproc-per-node n`` does; ``workbench train --gpus n``). A rank
+    that fails stops the others; returns 0, or raises the launcher's ChildFailedError.
+
+    Example:
+        >>> launch(1, ["train"])
+        Traceback (most recent call last):
+        ...
+        ValueError: --gpus 1: expected a number of processes >= 2 (one process runs without the launcher)
+    """
+    import sys
+    import uuid
+
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"--gpus {n!r}: expected a number of processes >= 2 (one process runs without the launcher)")
+    if torch.cuda.is_available() and torch.cuda.device_count() < n:
+        raise ValueError(f"--gpus {n}: this machine has {torch.cuda.device_count()} CUDA devices")
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # the device README: NVLink multicast off
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=str(uuid.uuid4()),
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
+                          start_method="spawn")
+    elastic_launch(config, sys.executable)("-m", "workbench.cli", *argv)
+    return 0
