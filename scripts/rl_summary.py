@@ -15,6 +15,7 @@ from pathlib import Path
 from workbench import store
 from workbench.evaluate import across_seeds, compare_outcomes, latest_evals, outcomes, set_scores
 from workbench.kg.topology_qa import DATASET as TOPOLOGY
+from workbench.method.methods import method_spec, uses_kg_tool
 
 
 def stored_outcomes(db: Path):
@@ -56,6 +57,16 @@ def configuration(spec: str) -> str:
     return " ".join([method, *sorted(kept)])
 
 
+def offered_kg_tool(spec: str) -> bool:
+    """Whether a run is offered DynaSearcher's KG tool, so it starts from the KG warm start.
+
+    ``"k:dynasearcher:method.seed=1"`` -> True; ``"c:coevokg:method.kg_tool=on"`` -> True.
+    """
+    _, method, *sets = spec.split(":", 2)
+    settings = dict(s.split("=", 1) for s in ",".join(sets).split(",") if "=" in s)
+    return uses_kg_tool(method_spec(method), settings.get("method.kg_tool", ""))
+
+
 def macro_f1(frame) -> float:
     """Test F1 in points, the unweighted mean over question families."""
     return 100 * float(frame.groupby("family").f1.mean().mean())
@@ -82,6 +93,8 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
     (out / "metrics.json").write_text(json.dumps(metrics))
 
     base = stored_outcomes(scratch / "data" / "_base.duckdb")
+    kg_store = scratch / "data" / "_base_kg.duckdb"  # DynaSearcher's KG warm start, where runs used it
+    base_kg = stored_outcomes(kg_store) if kg_store.exists() else None
     by_config: dict[str, list[float]] = {}
     by_config_f1: dict[str, list[float]] = {}
     f1_by_config: dict[str, list[float]] = {}
@@ -92,7 +105,10 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
         except Exception as e:  # a run that failed still lets the others be reported
             print(f"{name}: no evaluation ({e})")
             continue
-        print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
+        if base_kg is not None and offered_kg_tool(spec):  # its own base, not the default one
+            print(f"{name} (B) vs KG base (A): {compare_outcomes(base_kg, run)}")
+        else:
+            print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
         by_config.setdefault(configuration(spec), []).append(macro_em(run))
         f1 = stored_set_f1(scratch / "data" / f"{name}.duckdb")
         if f1 is not None:  # EoG's answer-set questions: EM is Hit@1; set F1 beside it
@@ -105,12 +121,18 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
         # REFERENCE (environment) names the configuration to test against, e.g. drfree for Table 3's rows
         reference = os.environ.get("REFERENCE") or ("coevokg" if "coevokg" in by_config else next(
             (c for c in by_config if c.split()[0] == "coevokg"), None))
-        print(f"\nmacro EM over seeds (base {macro_em(base):.1f}; diff and Welch p against {reference}):")
+        if reference is not None and reference not in by_config:  # e.g. Table 3's rows run apart from their full method
+            print(f"\nREFERENCE={reference} is not among these configurations: no Welch tests")
+            reference = None
+        against = f"; diff and Welch p against {reference}" if reference else ""
+        kg = f", KG base {macro_em(base_kg):.1f}" if base_kg is not None else ""
+        print(f"\nmacro EM over seeds (base {macro_em(base):.1f}{kg}{against}):")
         print(across_seeds(by_config, reference=reference).round(3).to_string())
         if by_config_f1:
-            print(f"\nmacro set F1 over seeds (diff and Welch p against {reference}):")
+            print(f"\nmacro set F1 over seeds{f' ({against[2:]})' if against else ''}:")
             print(across_seeds(by_config_f1, reference=reference).round(3).to_string())
-        print(f"\nmacro F1 over seeds (base {macro_f1(base):.1f}; diff and Welch p against {reference}):")
+        kg = f", KG base {macro_f1(base_kg):.1f}" if base_kg is not None else ""
+        print(f"\nmacro F1 over seeds (base {macro_f1(base):.1f}{kg}{against}):")
         print(across_seeds(f1_by_config, reference=reference).round(3).to_string())
         if "dynasearcher" in by_config:  # seed 003's ablation rows against DynaSearcher itself
             for name, table in (("EM", by_config), ("F1", f1_by_config)):

@@ -63,3 +63,34 @@ def test_rl_compare_refuses_a_missing_store(tmp_path):
     done = subprocess.run(["bash", "scripts/rl_compare.sh", "paper", "1", "2", "60", "a:coevokg:"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "STORE=" in done.stderr and "no such store file" in done.stderr
+
+
+@pytest.mark.slow
+def test_rl_compare_pairs_dynasearcher_runs_with_the_kg_base(tmp_path):
+    """A run offered the KG tool starts from the KG warm start and is compared with it; the others
+    with the default base. A REFERENCE the batch lacks (Table 3's rows run apart) leaves out the
+    Welch tests instead of failing the summary."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES", "DATASET")}
+    env.update(SCRATCH=str(tmp_path), OUT=str(tmp_path / "out"), PY=sys.executable, REFERENCE="drfree")
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "600",
+                           "k:dynasearcher:", "k1:dynasearcher:method.seed=1", "w:dynasearcher_wo_kg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert "k (B) vs KG base (A)" in summary and "k1 (B) vs KG base (A)" in summary
+    assert "w (B) vs base (A)" in summary
+    assert (tmp_path / "out" / "eval_base_kg.txt").read_text().startswith("tiny-smoke/base_kg/tinyworld/test#0")
+    assert "REFERENCE=drfree is not among these configurations: no Welch tests" in summary
+    assert "KG base" in summary[summary.index("macro EM over seeds"):].splitlines()[0]
+
+
+def test_offered_kg_tool_follows_the_method_and_its_override():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from rl_summary import offered_kg_tool
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert offered_kg_tool("k:dynasearcher:method.seed=1") and offered_kg_tool("m:dynasearcher_wo_mr:")
+    assert not offered_kg_tool("w:dynasearcher_wo_kg:") and not offered_kg_tool("c:coevokg:method.lr=1e-5")
+    assert offered_kg_tool("c:coevokg:method.kg_tool=on,method.seed=2")
+    assert not offered_kg_tool("k:dynasearcher:method.kg_tool=off")

@@ -1,0 +1,76 @@
+"""Write a reference file for data/reference/ from scripts/rl_compare.sh outputs (its OUT folder:
+summary.txt and metrics.json), one or several calls merged.
+
+usage: python scripts/reference_file.py OUT.json --rename PREFIX=METHOD ... --provenance KEY=VALUE ... DIR ...
+  e.g. python scripts/reference_file.py data/reference/tiny_drfree_20rounds.json \
+         --rename d=drfree co=coevokg sr=search_r1 --provenance what=... command=... commit=... DIR1 DIR2
+
+A run named PREFIX<seed> in rl_compare.sh (``d0``, ``wo_per_hop2``) becomes ``<METHOD>_s<seed>``, the
+name ``workbench.reference`` reads; runs whose prefix is not renamed are left out. Each run's test
+macro EM, paired gain over the base with its interval and the sign test are read from summary.txt
+(the lines rl_compare.sh prints), every round's metrics from metrics.json (timings left out).
+"""
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+GAIN = re.compile(r"^(\S+) \(B\) vs (?:KG )?base \(A\): B - A macro EM ([-+0-9.]+) points \[([-+0-9.]+), ([-+0-9.]+)\]; "
+                  r"sign test: A only (\d+), B only (\d+), p = ([0-9.e-]+)")
+BLOCK = re.compile(r"^== (\S+) ")
+MACRO = re.compile(r"^\s+macro\s+n=\d+\s+EM\s+([0-9.]+)")
+
+
+def evaluations(summary: str) -> dict[str, dict]:
+    """Per run of one summary.txt: test macro EM and the paired comparison with the base."""
+    out, block = {}, None
+    for line in summary.splitlines():
+        if m := BLOCK.match(line):
+            block = m.group(1)
+        elif (m := MACRO.match(line)) and block and "test_macro_em" not in out.setdefault(block, {}):
+            out[block]["test_macro_em"] = float(m.group(1))
+        elif m := GAIN.match(line):
+            name, gain, low, high, a_only, b_only, p = m.groups()
+            out.setdefault(name, {}).update(gain=float(gain), gain_low=float(low), gain_high=float(high),
+                                            base_only=int(a_only), trained_only=int(b_only), sign_test_p=float(p))
+    return out
+
+
+def renamed(name: str, rename: dict[str, str]) -> str | None:
+    """``d3`` -> ``drfree_s3`` under ``{"d": "drfree"}``; None for a prefix not renamed."""
+    m = re.fullmatch(r"(.*?)(\d+)", name)
+    return f"{rename[m.group(1)]}_s{m.group(2)}" if m and m.group(1) in rename else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("dirs", nargs="+", type=Path, help="rl_compare.sh OUT folders")
+    ap.add_argument("--rename", nargs="+", required=True, metavar="PREFIX=METHOD")
+    ap.add_argument("--provenance", nargs="+", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args()
+    rename = dict(r.split("=", 1) for r in args.rename)
+    provenance = dict(p.split("=", 1) for p in args.provenance)
+    evals, metrics, bases = {}, {}, set()
+    for d in args.dirs:
+        macro = [MACRO.match(line) for line in (d / "eval_base.txt").read_text().splitlines()]
+        bases |= {float(m.group(1)) for m in macro if m}
+        runs = json.loads((d / "metrics.json").read_text())
+        for name, e in evaluations((d / "summary.txt").read_text()).items():
+            new = renamed(name, rename)
+            if new is None:
+                continue
+            if new in evals:
+                raise SystemExit(f"{d}: run {name} ({new}) is already in an earlier folder")
+            evals[new] = e
+            metrics[new] = [{k: v for k, v in row.items() if not k.startswith("time_")} for row in runs[name]]
+    if len(bases) != 1:
+        raise SystemExit(f"the folders' base evaluations differ or are missing: macro EM {sorted(bases)}")
+    provenance["base_test_macro_em"] = bases.pop()
+    args.out.write_text(json.dumps({"provenance": provenance, "evaluations": evals, "metrics": metrics}, indent=1))
+    print(f"{args.out}: {len(evals)} runs ({', '.join(sorted(evals))})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""scripts/reference_file.py: rl_compare.sh outputs -> a data/reference/ file that
+``workbench.reference`` reads; and the shipped Dr. Free file's numbers (README, LOG.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench import reference
+
+ROOT = Path(__file__).resolve().parents[1]
+
+EVAL = """tiny-tiny/{m}/tinyworld/test#0: 500 questions in 30.0 s
+  bridge       n=100   EM   2.0  [  0.0,   5.0]
+  macro        n=500   EM  {em}  [ 57.6,  63.8]
+"""
+
+
+def rl_compare_out(folder: Path, runs: dict[str, float], base: float = 57.8) -> Path:
+    """An OUT folder as rl_compare.sh writes it: eval_base.txt, summary.txt, metrics.json."""
+    folder.mkdir()
+    (folder / "eval_base.txt").write_text(EVAL.format(m="base", em=base))
+    blocks = [f"== {name} x:method.seed={name[-1]}\n{name}: 2 rounds\n" + EVAL.format(m="x", em=em)
+              for name, em in runs.items()]
+    gains = [f"{name} (B) vs base (A): B - A macro EM {em - base:+.1f} points [-0.2, +3.8]; "
+             f"sign test: A only 12, B only 21, p = 0.163" for name, em in runs.items()]
+    (folder / "summary.txt").write_text("".join(blocks) + "\n".join(gains) + "\n")
+    (folder / "metrics.json").write_text(json.dumps(
+        {name: [{"round": r, "val_em": 0.5, "time_update": 1.0} for r in range(2)] for name in runs}))
+    return folder
+
+
+def build(tmp_path, *folders, rename=("d=drfree", "co=coevokg")):
+    out = tmp_path / "tiny_x.json"
+    done = subprocess.run([sys.executable, "scripts/reference_file.py", str(out), *map(str, folders),
+                           "--rename", *rename, "--provenance", "commit=abc1234", "date=2026-12-01"],
+                          cwd=ROOT, capture_output=True, text=True)
+    return out, done
+
+
+def test_two_calls_merge_into_one_file_the_loader_reads(tmp_path):
+    a = rl_compare_out(tmp_path / "a", {"d0": 59.0, "co0": 60.0, "other0": 1.0})
+    b = rl_compare_out(tmp_path / "b", {"d1": 61.0, "co1": 59.0})
+    out, done = build(tmp_path, a, b)
+    assert done.returncode == 0, done.stderr
+    raw = json.loads(out.read_text())
+    assert sorted(raw["evaluations"]) == ["coevokg_s0", "coevokg_s1", "drfree_s0", "drfree_s1"]  # other0 left out
+    assert raw["evaluations"]["drfree_s0"] == {"test_macro_em": 59.0, "gain": 1.2, "gain_low": -0.2,
+                                               "gain_high": 3.8, "base_only": 12, "trained_only": 21,
+                                               "sign_test_p": 0.163}
+    assert raw["metrics"]["drfree_s1"] == [{"round": 0, "val_em": 0.5}, {"round": 1, "val_em": 0.5}]  # no timings
+    assert raw["provenance"] == {"commit": "abc1234", "date": "2026-12-01", "base_test_macro_em": 57.8}
+    ref = reference.load(str(out))
+    assert ref.scores() == {"drfree": [59.0, 61.0], "coevokg": [60.0, 59.0]}
+
+
+def test_runs_twice_or_bases_that_differ_are_refused(tmp_path):
+    a = rl_compare_out(tmp_path / "a", {"d0": 59.0})
+    _, done = build(tmp_path, a, a)
+    assert done.returncode != 0 and "already in an earlier folder" in done.stderr
+    b = rl_compare_out(tmp_path / "b", {"d1": 59.0}, base=58.0)
+    _, done = build(tmp_path, a, b)
+    assert done.returncode != 0 and "base evaluations differ" in done.stderr
+
+
+def test_the_shipped_drfree_comparison_gives_the_readmes_numbers():
+    ref = reference.load("tiny_drfree_20rounds.json")
+    assert ref.seeds == [0, 1, 2, 3] and ref.base_test_em == 57.8
+    table = ref.test_em(reference="drfree")
+    assert table["mean"].round(2).to_dict() == pytest.approx({
+        "drfree": 59.70, "coevokg": 59.50, "search_r1": 60.40, "drfree_wo_closed_book": 59.73,
+        "drfree_wo_source_only": 59.27, "drfree_wo_one_shot": 59.67, "drfree_wo_per_hop": 58.53})
+    assert table.loc["coevokg", "p"].round(2) == 0.80 and table.loc["drfree_wo_per_hop", "p"].round(2) == 0.19
+    assert len(ref.of("drfree")) == 4 * 20
