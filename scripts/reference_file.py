@@ -1,14 +1,16 @@
 """Write a reference file for data/reference/ from scripts/rl_compare.sh outputs (its OUT folder:
 summary.txt and metrics.json), one or several calls merged.
 
-usage: python scripts/reference_file.py OUT.json --rename PREFIX=METHOD ... --provenance KEY=VALUE ... DIR ...
+usage: python scripts/reference_file.py OUT.json DIR ... --rename PREFIX=METHOD ... [--provenance KEY=VALUE ...]
+       [--audit FILE ...]
   e.g. python scripts/reference_file.py data/reference/tiny_drfree_20rounds.json \
          --rename d=drfree co=coevokg sr=search_r1 --provenance what=... command=... commit=... DIR1 DIR2
 
 A run named PREFIX<seed> in rl_compare.sh (``d0``, ``wo_per_hop2``) becomes ``<METHOD>_s<seed>``, the
 name ``workbench.reference`` reads; runs whose prefix is not renamed are left out. Each run's test
 macro EM, paired gain over the base with its interval and the sign test are read from summary.txt
-(the lines rl_compare.sh prints), every round's metrics from metrics.json (timings left out).
+(the lines rl_compare.sh prints), every round's metrics from metrics.json (timings left out);
+with --audit, the counts of `workbench audit shortcuts` tables (Table 5) of the same runs.
 """
 
 import argparse
@@ -20,6 +22,7 @@ GAIN = re.compile(r"^(\S+) \(B\) vs (?:KG )?base \(A\): B - A macro EM ([-+0-9.]
                   r"sign test: A only (\d+), B only (\d+), p = ([0-9.e-]+)")
 BLOCK = re.compile(r"^== (\S+) ")
 MACRO = re.compile(r"^\s+macro\s+n=\d+\s+EM\s+([0-9.]+)")
+AUDIT = re.compile(r"^\s*(\S+)\s+(closed_book|source_only|one_shot|single_component)\s+(\d+)\s+(\d+)\s")
 
 
 def evaluations(summary: str) -> dict[str, dict]:
@@ -37,6 +40,15 @@ def evaluations(summary: str) -> dict[str, dict]:
     return out
 
 
+def audit_rows(text: str, rename: dict[str, str]) -> list[dict]:
+    """The rows of ``workbench audit shortcuts`` tables (run, shortcut, n, answerable), runs renamed."""
+    rows = []
+    for line in text.splitlines():
+        if (m := AUDIT.match(line)) and (run := renamed(m.group(1), rename)):
+            rows.append({"run": run, "shortcut": m.group(2), "n": int(m.group(3)), "answerable": int(m.group(4))})
+    return rows
+
+
 def renamed(name: str, rename: dict[str, str]) -> str | None:
     """``d3`` -> ``drfree_s3`` under ``{"d": "drfree"}``; None for a prefix not renamed."""
     m = re.fullmatch(r"(.*?)(\d+)", name)
@@ -49,6 +61,8 @@ def main() -> None:
     ap.add_argument("dirs", nargs="+", type=Path, help="rl_compare.sh OUT folders")
     ap.add_argument("--rename", nargs="+", required=True, metavar="PREFIX=METHOD")
     ap.add_argument("--provenance", nargs="+", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--audit", nargs="+", default=[], type=Path, metavar="FILE",
+                    help="output of workbench audit shortcuts for these runs (Table 5's counts)")
     args = ap.parse_args()
     rename = dict(r.split("=", 1) for r in args.rename)
     provenance = dict(p.split("=", 1) for p in args.provenance)
@@ -68,7 +82,10 @@ def main() -> None:
     if len(bases) != 1:
         raise SystemExit(f"the folders' base evaluations differ or are missing: macro EM {sorted(bases)}")
     provenance["base_test_macro_em"] = bases.pop()
-    args.out.write_text(json.dumps({"provenance": provenance, "evaluations": evals, "metrics": metrics}, indent=1))
+    data = {"provenance": provenance, "evaluations": evals, "metrics": metrics}
+    if args.audit:
+        data["audit"] = [row for f in args.audit for row in audit_rows(f.read_text(), rename)]
+    args.out.write_text(json.dumps(data, indent=1))
     print(f"{args.out}: {len(evals)} runs ({', '.join(sorted(evals))})")
 
 

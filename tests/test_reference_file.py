@@ -34,9 +34,9 @@ def rl_compare_out(folder: Path, runs: dict[str, float], base: float = 57.8) -> 
     return folder
 
 
-def build(tmp_path, *folders, rename=("d=drfree", "co=coevokg")):
+def build(tmp_path, *args, rename=("d=drfree", "co=coevokg")):
     out = tmp_path / "tiny_x.json"
-    done = subprocess.run([sys.executable, "scripts/reference_file.py", str(out), *map(str, folders),
+    done = subprocess.run([sys.executable, "scripts/reference_file.py", str(out), *map(str, args),
                            "--rename", *rename, "--provenance", "commit=abc1234", "date=2026-12-01"],
                           cwd=ROOT, capture_output=True, text=True)
     return out, done
@@ -76,3 +76,38 @@ def test_the_shipped_drfree_comparison_gives_the_readmes_numbers():
         "drfree_wo_source_only": 59.27, "drfree_wo_one_shot": 59.67, "drfree_wo_per_hop": 58.53})
     assert table.loc["coevokg", "p"].round(2) == 0.80 and table.loc["drfree_wo_per_hop", "p"].round(2) == 0.19
     assert len(ref.of("drfree")) == 4 * 20
+
+
+AUDIT = """judge: /tmp/x/runs/d0/best
+run         shortcut   n  answerable  share   lo   hi
+ d0      closed_book 100           0    0.0  0.0  3.7
+ d0 single_component 100          46   46.0 36.6 55.7
+co0      closed_book 100           2    2.0  0.6  7.0
+
+one-sided Fisher exact p (run's rate below vs's):
+shortcut  closed_book  one_shot  single_component  source_only
+co0 d0              1     0.955             0.284        0.952
+"""
+
+
+def test_audit_tables_become_counts_per_run_and_pool_over_seeds(tmp_path):
+    a = rl_compare_out(tmp_path / "a", {"d0": 59.0, "co0": 60.0})
+    (tmp_path / "audit.txt").write_text(AUDIT)
+    out, done = build(tmp_path, a, "--audit", tmp_path / "audit.txt")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["audit"] == [
+        {"run": "drfree_s0", "shortcut": "closed_book", "n": 100, "answerable": 0},
+        {"run": "drfree_s0", "shortcut": "single_component", "n": 100, "answerable": 46},
+        {"run": "coevokg_s0", "shortcut": "closed_book", "n": 100, "answerable": 2}]
+    shares = reference.load(str(out)).audit_shares().set_index(["run", "shortcut"])
+    assert shares.loc[("drfree", "single_component"), "share"] == 0.46
+    assert shares.loc[("coevokg", "closed_book"), ["lo", "hi"]].round(3).tolist() == [0.006, 0.070]
+
+
+def test_the_shipped_audit_pools_four_seeds_per_method():
+    shares = reference.load("tiny_drfree_20rounds.json").audit_shares().set_index(["run", "shortcut"])
+    assert shares["n"].eq(400).all()
+    assert shares.answerable.to_dict() == {
+        ("drfree", "closed_book"): 0, ("drfree", "source_only"): 67, ("drfree", "one_shot"): 54,
+        ("drfree", "single_component"): 200, ("coevokg", "closed_book"): 0, ("coevokg", "source_only"): 60,
+        ("coevokg", "one_shot"): 61, ("coevokg", "single_component"): 156}

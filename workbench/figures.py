@@ -1071,11 +1071,12 @@ def topology_curriculum(con=None, runs: list[str] | None = None) -> go.Figure:
     return legend_below(fig, panels_px=320, y=-0.2)
 
 
-def shortcut_audit(shares: pd.DataFrame | None = None, paper_rows: bool = True) -> go.Figure:
+def shortcut_audit(shares: pd.DataFrame | None = None, paper_rows: bool = True, source: str = "your runs") -> go.Figure:
     """Seed 002's Table 5 as bars: per shortcut (closed-book, source-only, one-shot, single
     component) the share of generated questions answerable from it alone, with Wilson 95% intervals;
     the paper's methods (``paper.drfree_table5``) left, your runs (``shortcut_audit.summarize``'s
-    ``shares``: run, shortcut, share, lo, hi, n) right.
+    ``shares``: run, shortcut, share, lo, hi, n) right, titled by ``source`` (e.g. a reference's
+    ``label`` for ``Reference.audit_shares()``).
 
     Example:
         >>> len(shortcut_audit(None).data)  # the paper's three methods
@@ -1084,8 +1085,9 @@ def shortcut_audit(shares: pd.DataFrame | None = None, paper_rows: bool = True) 
     sources = [("the paper (seed 002, Table 5, 100 questions each)", paper.drfree_table5().rename(
         columns={"method": "run"}))] if paper_rows else []
     if shares is not None and len(shares):
-        sources.append((f"your runs ({int(shares['n'].max())} questions each at most)", shares))
-    fig = make_subplots(rows=1, cols=max(1, len(sources)), subplot_titles=[t for t, _ in sources], shared_yaxes=True)
+        sources.append((f"{source} ({int(shares['n'].max())} questions each at most)", shares))
+    fig = make_subplots(rows=1, cols=max(1, len(sources)), subplot_titles=[_wrap(t, 50) for t, _ in sources],
+                        shared_yaxes=True)
     order = ["closed_book", "source_only", "one_shot", "single_component"]
     for col, (_, df) in enumerate(sources, start=1):
         for i, (run, rows) in enumerate(df.groupby("run", sort=False)):
@@ -1095,6 +1097,6 @@ def shortcut_audit(shares: pd.DataFrame | None = None, paper_rows: bool = True) 
                                  error_y=dict(type="data", symmetric=False, array=100 * (rows["hi"] - rows["share"]),
                                               arrayminus=100 * (rows["share"] - rows["lo"]))), row=1, col=col)
     fig.update_yaxes(title_text="answerable from the shortcut alone (%)", range=[0, 100], row=1, col=1)
-    fig.update_layout(barmode="group", height=420, width=PNG_WIDTH,
+    fig.update_layout(barmode="group", height=440, width=PNG_WIDTH, margin=dict(t=110),
                       title="Gold-blind shortcut audit (lower is better): Wilson 95% intervals")
     return fig

@@ -78,6 +78,7 @@ class Reference:
     provenance: dict
     evaluations: pd.DataFrame
     metrics: pd.DataFrame
+    audit: pd.DataFrame | None = None  # Dr. Free's Table 5 counts: run, method, seed, shortcut, n, answerable
 
     @property
     def methods(self) -> list[str]:
@@ -178,6 +179,26 @@ class Reference:
         return pd.DataFrame(columns, index=rounds)
 
 
+    def audit_shares(self) -> pd.DataFrame:
+        """The shortcut audit per method, pooled over its seeds (each seed audited with its own
+        judge): run (the method), shortcut, n, answerable, share and Wilson 95% interval, as
+        ``figures.shortcut_audit`` draws them.
+
+        Example:
+            >>> t = load("tiny_drfree_20rounds.json").audit_shares().set_index(["run", "shortcut"])
+            >>> t.loc[("drfree", "single_component"), ["n", "answerable"]].tolist()
+            [400, 200]
+        """
+        from workbench.method.shortcut_audit import wilson
+
+        if self.audit is None or self.audit.empty:
+            raise ValueError(f"{self.name}: no shortcut audit in this reference file")
+        pooled = self.audit.groupby(["method", "shortcut"], sort=False)[["n", "answerable"]].sum().reset_index()
+        pooled["share"] = pooled.answerable / pooled.n
+        pooled[["lo", "hi"]] = [wilson(k, n) for k, n in zip(pooled.answerable, pooled.n)]
+        return pooled.rename(columns={"method": "run"})
+
+
 def _split_run(run: str) -> tuple[str, int]:
     method, _, seed = run.rpartition("_s")
     if not method or not seed.isdigit():
@@ -202,5 +223,7 @@ def load(name: str = DEFAULT) -> Reference:
     metrics = pd.DataFrame([{**row, "run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1]}
                             for run, rows in data["metrics"].items() for row in rows])
     metrics["chains_added"] = chains_added(metrics)
+    audit = pd.DataFrame([{**row, "method": _split_run(row["run"])[0], "seed": _split_run(row["run"])[1]}
+                          for row in data.get("audit", [])])
     return Reference(name=name, preset=name.split("_")[0], provenance=data["provenance"],
-                     evaluations=evaluations, metrics=metrics)
+                     evaluations=evaluations, metrics=metrics, audit=audit if len(audit) else None)
