@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from test_qa_import import jsonl, search_r1_table

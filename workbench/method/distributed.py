@@ -288,19 +288,10 @@ def old_logprobs(dist: Dist, compute, rows: list) -> list:
 def run_round(trainer, t: int):
     """``Trainer.run_round`` on several ranks (the module docstring's steps 1-4, then the update
     and the backend's weight sync on every rank); the same timings keys."""
-    import time
-
-    from workbench.method.loop import RoundResult
+    from workbench.method.loop import Laps, RoundResult
 
     torch.manual_seed(trainer.seed_for(t, 0))
-    timings, clock = {}, time.perf_counter()
-
-    def lap(name):
-        nonlocal clock
-        now = time.perf_counter()
-        timings[f"time_{name}"] = now - clock
-        clock = now
-
+    lap = Laps()
     tasks, slots = propose(trainer, t)
     lap("proposer_gate")
     solve(trainer, t, slots)
@@ -313,7 +304,7 @@ def run_round(trainer, t: int):
     lap("sync")
     stats = trainer.dist.gather(trainer.search.cache_stats())
     hits, lookups = sum(s["hits"] for s in stats), sum(s["hits"] + s["misses"] for s in stats)
-    return RoundResult(t, tasks, slots, update, timings, hits / lookups if lookups else 0.0,
+    return RoundResult(t, tasks, slots, update, lap.timings, hits / lookups if lookups else 0.0,
                        kg_tool=trainer.kg is not None)
 
 

@@ -26,6 +26,7 @@ ours, when set).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -327,6 +328,25 @@ def make_kg_tool(con, method_cfg, policy=None, url: str = ""):
     return KGSearch(con, judge=judge, **settings)
 
 
+
+class Laps:
+    """The round's stage timer: each call records the seconds since the previous one as
+    ``timings["time_<stage>"]`` (the per-round ``time_*`` metrics).
+
+    Example:
+        >>> lap = Laps(); lap("update"); list(lap.timings)
+        ['time_update']
+    """
+
+    def __init__(self):
+        self.timings: dict[str, float] = {}
+        self._clock = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[f"time_{stage}"] = now - self._clock
+        self._clock = now
+
 class Trainer:
     """Holds the policy, its frozen reference, the optimiser and the search tool of one run, and
     runs its rounds (:meth:`run_round`).
@@ -420,19 +440,10 @@ class Trainer:
     def run_round(self, t: int) -> RoundResult:
         """Round t in the paper's order (steps 1-5 of the module docstring); write-back (6) and
         every store write happen in ``RunStore.commit_round``."""
-        import time
-
         if self.dist is not None:
             return distributed.run_round(self, t)
         torch.manual_seed(self.seed_for(t, 0))
-        timings, clock = {}, time.perf_counter()
-
-        def lap(name):
-            nonlocal clock
-            now = time.perf_counter()
-            timings[f"time_{name}"] = now - clock
-            clock = now
-
+        lap = Laps()
         tasks, slots = self.propose(t)
         lap("proposer_gate")
         if self.rollout_free:
@@ -447,7 +458,7 @@ class Trainer:
         lap("update")
         self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
         lap("sync")
-        return RoundResult(t, tasks, slots, update, timings, self.search.cache_stats()["hit_rate"],
+        return RoundResult(t, tasks, slots, update, lap.timings, self.search.cache_stats()["hit_rate"],
                            kg_tool=self.kg is not None)
 
     # -- 1-2: proposer and gate ------------------------------------------------------------

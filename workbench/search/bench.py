@@ -24,7 +24,6 @@ import os
 import re
 import time
 
-from workbench import store
 from workbench.scoring import normalize_answer
 
 

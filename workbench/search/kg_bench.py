@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import time
 
-from workbench import store
 from workbench.kg.bench_store import bench_store
 
 
