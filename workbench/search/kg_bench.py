@@ -26,6 +26,7 @@ def bench_names(con, batch: int) -> tuple[list[str], list[str]]:
     to ``batch`` with a numbered question so no two requests are equal.
 
     Example:
+        >>> from workbench import store
         >>> from workbench.kg.tinyworld import build_world
         >>> con = store.connect(":memory:"); _ = build_world(con, preset="smoke")
         >>> names, questions = bench_names(con, 4)
