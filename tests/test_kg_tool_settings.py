@@ -96,3 +96,15 @@ def _trainer(con, cfg):
     cfg = dataclasses.replace(cfg, method=dataclasses.replace(cfg.method, lora_rank=0))
     policy, reference = (Policy(tiny_model(backbone, tok, seed=0), tok, device="cpu") for _ in range(2))
     return Trainer(con, cfg, method_spec("dynasearcher"), "t", policy, reference, SearchTool(con, topk=2))
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--kg", "--set", "search.topk=5"], "search.topk"),          # a setting the server does not read
+    (["--set", "method.kg_min_similarity=0.6"], "method.kg_min_similarity"),  # kg settings without --kg
+])
+def test_serve_retriever_refuses_settings_it_would_ignore(argv, named, tmp_path, capsys):
+    from workbench import cli
+
+    assert cli.main(["serve-retriever", "--db", str(tmp_path / "none.duckdb"), "--port", "0", *argv]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "only method.kg_* settings" in err

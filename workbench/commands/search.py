@@ -83,12 +83,16 @@ def _serve(args: argparse.Namespace) -> int:
     # Limits first: a bad flag is one clear line before any index is loaded.
     limits = asdict(Limits(max_body=args.max_body, max_queries=args.max_queries, max_topk=args.max_topk,
                            timeout=args.timeout))
+    sets = overrides(args)
+    unused = sorted(k for k in sets if not (args.kg and k.startswith("method.kg_")))
+    if unused:  # the server's other settings are its own flags (--topk, --index, ...)
+        raise ValueError(f"--set {', '.join(unused)}: serve-retriever takes only method.kg_* settings, with --kg")
     kg = None
     if args.kg:
         from workbench.config import preset
         from workbench.search.kg_search import KGSearch, tool_settings
 
-        settings = tool_settings(preset("tiny", **overrides(args)).method)  # kg_* are the same in every preset
+        settings = tool_settings(preset("tiny", **sets).method)  # kg_* are the same in every preset
         if args.kg_max_triples is not None:
             settings["max_triples"] = args.kg_max_triples
         kg = KGSearch(existing_db(args, "build a world or import a source first"), **settings)
