@@ -111,3 +111,16 @@ def test_the_shipped_audit_pools_four_seeds_per_method():
         ("drfree", "closed_book"): 0, ("drfree", "source_only"): 67, ("drfree", "one_shot"): 54,
         ("drfree", "single_component"): 200, ("coevokg", "closed_book"): 0, ("coevokg", "source_only"): 60,
         ("coevokg", "one_shot"): 61, ("coevokg", "single_component"): 156}
+
+
+def test_a_gain_over_the_kg_base_says_so():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reference_file", ROOT / "scripts" / "reference_file.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = ("k0 (B) vs KG base (A): B - A macro EM +0.2 points [-4.2, +4.8]; sign test: A only 65, B only 66, p = 1\n"
+            "w0 (B) vs base (A): B - A macro EM +2.2 points [+0.6, +4.0]; sign test: A only 5, B only 16, p = 0.0266\n")
+    got = mod.evaluations(text)
+    assert got["k0"]["paired_with"] == "kg_base" and got["k0"]["gain"] == 0.2
+    assert "paired_with" not in got["w0"] and got["w0"]["sign_test_p"] == 0.0266
