@@ -59,16 +59,13 @@ def hash_row(h, row) -> None:
 
 
 def passage_chunks(con, chunk: int = DENSE_CHUNK) -> Iterator[list[tuple]]:
-    """The store's (passage_id, entity_id, title, text) rows in passage_id order, at most ``chunk``
-    rows per list, streamed from DuckDB (the whole corpus is never in Python at once)."""
+    """The store's (passage_id, entity_id, title, text) rows in passage_id order, ``chunk`` rows
+    per list (the last fewer), streamed from DuckDB: each list is one Arrow batch of DuckDB's
+    reader, the only rows in Python at a time (the whole corpus never is)."""
     if int(chunk) < 1:
         raise ValueError(f"chunk must be at least 1 passage, got {chunk!r}")
-    reader = con.sql(CORPUS_SQL).to_arrow_reader(int(chunk))
-    for batch in reader:
-        columns = [batch.column(i).to_pylist() for i in range(4)]
-        rows = list(zip(*columns))
-        for start in range(0, len(rows), int(chunk)):
-            yield rows[start:start + int(chunk)]
+    for batch in con.sql(CORPUS_SQL).to_arrow_reader(int(chunk)):
+        yield list(zip(*(batch.column(i).to_pylist() for i in range(4))))
 
 
 def corpus_digest(con, chunk: int = DENSE_CHUNK) -> tuple[str, int]:
@@ -177,8 +174,9 @@ def build_flat_index(con, encode: Callable[[list[tuple]], np.ndarray], folder: P
         if done:
             return done
         partial = folder.parent / f".{folder.name}.partial"
-        try:
-            written = _stream_into(con, encode, partial, meta, digest, chunk, progress)
+        try:  # a build killed after its meta.json but before the rename only needs the rename
+            written = complete(partial, meta["passages"]) or _stream_into(con, encode, partial, meta, digest, chunk,
+                                                                          progress)
         except RuntimeError:
             shutil.rmtree(partial, ignore_errors=True)
             raise

