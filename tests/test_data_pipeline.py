@@ -125,6 +125,8 @@ def test_every_step_runs_then_a_rerun_skips_them_all(files, whole, capsys):
     out, err = capsys.readouterr()
     assert [r["status"] for r in json.loads(out)] == ["skipped"] * len(STEPS)
     assert err.count("skipped (done with the same input checksum") == len(STEPS)
+    # the E5 folder is not the preset's search.dense_model: the exact override train/eval need is printed
+    assert f"\n  --set search.dense_model={files / 'e5-mini'}\n" in err
     assert snapshot(db) == after
 
 

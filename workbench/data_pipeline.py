@@ -5,8 +5,9 @@ Steps, in order, each one the existing importer or builder (nothing here parses 
 * ``kilt``: the KILT knowledge source (``kg.sources.import_kilt``), DuckDB capped at
   ``memory_limit`` (``kg.sources.IMPORT_MEMORY_LIMIT``, ours: constant memory);
 * ``wiki18``: the wiki-18 passages (``kg.sources.import_wiki18``);
-* ``e5-index``: the dense E5 index over the store's passages (``search.index.open_index``), the
-  encoder loaded from a local folder, persisted beside the store;
+* ``e5-index``: the dense E5 index over the store's passages (``search.index.build_dense``: streamed
+  in chunks, constant memory, a killed build resumed), the encoder loaded from a local folder,
+  persisted beside the store where ``search.index.open_index`` finds it;
 * ``qa:NAME:SPLIT``: each QA file found in the QA folder (``qa_import.import_qa``; :func:`qa_files`),
   the NQ + HotpotQA training sets and Table 1's test sets;
 * ``seed-pool``: the seed pool and validation split (``qa_import.build_seed_pool``, section 4.1);
@@ -198,15 +199,38 @@ def e5_model(folder: str | Path, dense_model: str) -> str:
     return str(folder)
 
 
-def e5_step(folder: Path, model: str, upstream: list[Step]) -> Step:
-    """The dense index over the store's passages, built (or found) beside the store."""
+def e5_hint(folder: str | Path, dense_model: str) -> str | None:
+    """What train and eval need to find the index built with ``folder``, when the preset's
+    ``search.dense_model`` resolves elsewhere (``paths.local_model``): the ``--set`` line, else None.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp()) / "e5-base-v2"
+        >>> folder.mkdir()
+        >>> e5_hint(folder, "intfloat/e5-base-v2") == f"--set search.dense_model={folder}"
+        True
+        >>> e5_hint(folder, str(folder)) is None
+        True
+    """
+    model = e5_model(folder, dense_model)
+    return None if model == paths.local_model(dense_model) else f"--set search.dense_model={model}"
+
+
+def e5_step(folder: Path, model: str, upstream: list[Step], memory_limit: str | None = None,
+            chunk: int = search_index.DENSE_CHUNK) -> Step:
+    """The dense index over the store's passages, built in chunks (or found) beside the store."""
     def run(con, redo):
-        corpus = search_index.load_corpus(con)
-        log(f"e5-index: encoding {len(corpus):,} passages with {model}")
-        built = search_index.open_index(con, corpus, "dense", model=model)
-        report = {"passages": len(corpus), "dim": int(built.index.d), "model": model, "e5": built.encoder.e5,
-                  "key": search_index.DenseIndex.key(corpus, built.encoder)}
-        return report
+        db = search_index.db_file(con)
+        if db is None:
+            raise ValueError("e5-index: the dense index is persisted beside the store: use a store file (--db)")
+        encoder = search_index.Encoder(model)
+        with sources.memory_limited(con, memory_limit):  # DuckDB's sort of the corpus spills past it
+            digest = search_index.corpus_digest(con, chunk)
+            log(f"e5-index: encoding {digest[1]:,} passages with {model}, {chunk:,} a chunk")
+            meta = search_index.build_dense(con, encoder, search_index.index_root(db), digest, chunk,
+                                            progress=lambda line: log(f"e5-index: {line}"))
+        return {"passages": meta["passages"], "dim": meta["dim"], "model": model, "e5": encoder.e5,
+                "key": meta["key"]}
     inputs = {"model": _model_fingerprint(Path(folder)), "as": model, **{s.name: s.checksum for s in upstream}}
     return Step("e5-index", str(folder), inputs, run)
 
@@ -253,7 +277,7 @@ def paper_steps(kilt, passages, qa_dir, e5, cfg, datasets=TABLE1_DATASETS, walks
     files = qa_files(qa_dir, datasets)
     model = e5_model(e5, cfg.search.dense_model)
     qa = qa_steps(files)
-    return [*src, e5_step(Path(e5), model, src), *qa,
+    return [*src, e5_step(Path(e5), model, src, memory_limit), *qa,
             seed_pool_step(qa, cfg.method.seed_dataset, val, seed),
             pool_step(cfg.pool, cfg.pool.walks if walks is None else walks, src)]
 

