@@ -245,3 +245,75 @@ def test_imports_cap_duckdbs_memory_by_default_and_restore_it(files, tmp_path, m
     sources.import_wiki18(con, files / "wiki18.jsonl", progress=False, memory_limit=None)
     assert during == ["3.7 GiB", before] and con.execute(setting).fetchone()[0] == before
     con.close()
+
+
+def test_a_redo_is_refused_even_with_force_while_an_evaluation_uses_the_store(files, whole, tmp_path, capsys):
+    """--force would replace bamboogle's questions, and the evaluation's rows would re-join the new
+    ones (their ids are reused): refused before anything runs, the store as it was."""
+    db = tmp_path / "kilt.duckdb"
+    shutil.copy(whole[0], db)
+    _with_index(whole, db)
+    con = store.connect(db)
+    (qid,), = con.execute("SELECT question_id FROM questions WHERE dataset = 'bamboogle' LIMIT 1").fetchall()
+    con.execute("INSERT INTO eval_outcomes (eval_id, model, dataset, question_id, prediction, em) "
+                "VALUES ('mine/base/bamboogle/test#0', 'mine', 'bamboogle', ?, 'z', 1)", [qid])
+    con.close()
+    qa = tmp_path / "qa"
+    shutil.copytree(files / "qa", qa)
+    jsonl(qa / "bamboogle_test.jsonl", [{"id": i, "question": f"new b {i}?", "golden_answers": ["z"]} for i in range(5)])
+    args = [str(a) for a in argv(files, db, "--force")]
+    args[args.index("--qa") + 1] = str(qa)
+    before = snapshot(db)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "step 'qa:bamboogle:test'" in err and "evaluation(s) ['mine/base/bamboogle/test#0']" in err
+    assert "use a new --db" in err and snapshot(db) == before
+
+
+def test_a_split_another_import_put_in_the_store_is_refused_up_front(files, whole, tmp_path, capsys):
+    """A hand import of another bamboogle file: refused before the KILT import (not hours into the
+    pipeline), naming the step; --force replaces it with the pipeline's file."""
+    db = tmp_path / "kilt.duckdb"
+    _with_index(whole, db)
+    other = tmp_path / "mine.jsonl"
+    jsonl(other, [{"id": i, "question": f"mine {i}?", "golden_answers": ["m"]} for i in range(7)])
+    assert main(["import", "qa", str(other), "--name", "bamboogle", "--split", "test", "--db", str(db)]) == 0
+    before = snapshot(db)
+    capsys.readouterr()
+    args = [str(a) for a in argv(files, db)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "step 'qa:bamboogle:test': the store already holds 7 bamboogle/test questions from another import" in err
+    assert snapshot(db) == before  # nothing ran: no KILT import either
+    assert main(args + ["--force"]) == 0
+    con = store.connect(db, read_only=True)
+    try:
+        assert con.execute("SELECT count(*), min(question) FROM questions WHERE dataset = 'bamboogle'").fetchone() \
+            == (2, "b 0?")
+    finally:
+        con.close()
+
+
+def test_the_memory_cap_holds_until_the_steps_transaction_commits(tmp_path, monkeypatch):
+    import contextlib
+
+    from workbench.data_pipeline import Step, run_steps
+
+    con = store.connect(tmp_path / "s.duckdb")
+    setting = "SELECT current_setting('memory_limit')"
+    before = con.execute(setting).fetchone()[0]
+    seen, committed = [], []
+    step = Step("probe", "nothing", {"n": 1}, lambda c, redo: seen.append(c.execute(setting).fetchone()[0]) or {})
+    transaction = store.transaction
+
+    @contextlib.contextmanager
+    def watched(c):
+        with transaction(c):
+            yield
+        committed.append(c.execute(setting).fetchone()[0])  # just after COMMIT
+
+    monkeypatch.setattr(store, "transaction", watched)
+    run_steps(con, [step], memory_limit="256MB")
+    assert seen == committed == ["244.1 MiB"] and con.execute(setting).fetchone()[0] == before
+    con.close()

@@ -19,7 +19,9 @@ settings and the checksums of the steps it reads. A rerun skips a step done with
 a changed checksum is refused (ValueError naming the step and its input) before anything runs,
 unless ``force``: then a changed QA file replaces its questions, the seed pool and G_0 are rebuilt,
 the index is rebuilt, and a changed knowledge source rebuilds the store's world from scratch
-(every step again; refused when runs or evaluations would lose their rows). A step's writes and
+(every step again). A QA split already in the store from another import is refused the same way
+before anything runs (``force`` replaces it). Every redo that replaces rows is refused, even with
+``force``, while runs or evaluations use the store (they would lose or silently re-join their rows). A step's writes and
 its record are one transaction, so a killed step leaves the store as before it (the index folder is
 written through a rename; a rerun finds a whole one and only records it).
 
@@ -304,15 +306,32 @@ def changes(con, steps: list[Step], pipeline: str = PIPELINE) -> list[str]:
     out = [f"step {s.name!r}: its input {s.what} changed since the step was done "
            f"(from {done[s.name][1]}; checksum {done[s.name][0][:12]} then, {s.checksum[:12]} now)"
            for s in steps if s.name in done and done[s.name][0] != s.checksum]
+    out += [c for c in (_clash(con, s, done) for s in steps) if c]
     foreign = _foreign_world(con, done)
     if foreign and steps and steps[0].name == "kilt" and not steps[0].adopt(con):
         out.insert(0, f"step 'kilt': the store already holds a world this pipeline did not import ({foreign})")
     return out
 
 
+def _clash(con, step: Step, done: dict) -> str | None:
+    """A QA step's dataset split already in the store from an import this pipeline did not record
+    (``workbench import qa`` of another file), as a sentence; else None."""
+    if not step.name.startswith("qa:") or step.name in done or (step.adopt and step.adopt(con)):
+        return None
+    _, name, split = step.name.split(":", 2)
+    (n,), = con.execute("SELECT count(*) FROM questions WHERE dataset = ? AND split = ?", [name, split]).fetchall()
+    return (f"step {step.name!r}: the store already holds {n:,} {name}/{split} questions from another import "
+            f"(not {step.what})") if n else None
+
+
+def _in_use(con) -> list[str]:
+    """The runs and evaluations that use the store's questions and G_0 (a redo would replace their rows)."""
+    return [u for u in store.world_users(con) if not u.startswith("import")]
+
+
 def _reset(con) -> None:
     """A new world: every knowledge-source, question, pool and import row, and the step records."""
-    users = [u for u in store.world_users(con) if not u.startswith("import")]
+    users = _in_use(con)
     if users:
         raise ValueError(f"a changed knowledge source needs a new world, and this store's {'; '.join(users)} "
                          "use the old one: use a new --db")
@@ -328,19 +347,28 @@ def _record(con, pipeline: str, step: Step, report: dict, seconds: float) -> Non
                                                  json.dumps(step.inputs, sort_keys=True), json.dumps(kept), seconds])
 
 
-def run_steps(con, steps: list[Step], force: bool = False, pipeline: str = PIPELINE) -> list[dict]:
-    """Run every step not done with its current checksum, each with its record in one transaction.
+def run_steps(con, steps: list[Step], force: bool = False, pipeline: str = PIPELINE,
+              memory_limit: str | None = None) -> list[dict]:
+    """Run every step not done with its current checksum, each with its record in one transaction
+    (DuckDB capped at ``memory_limit`` until that transaction has committed).
 
-    Changed inputs are refused before anything runs unless ``force`` (module docstring). Returns
-    one dict per step: name, status ('done', 'adopted', 'skipped'), seconds, report.
+    Changed inputs -- and QA splits another import put in the store -- are refused before anything
+    runs unless ``force`` (module docstring); with it, still refused while runs or evaluations use
+    the store's questions or G_0 (a redo would replace their rows). Returns one dict per step:
+    name, status ('done', 'adopted', 'skipped'), seconds, report.
     """
     changed = changes(con, steps, pipeline)
     if changed and not force:
         raise ValueError("; ".join(changed) + ": pass --force to redo "
                          + ("them" if len(changed) > 1 else "it") + " (a changed knowledge source rebuilds the "
                          "store's world: every step runs again)")
+    replacing = [c for c in changed if not c.startswith("step 'e5-index'")]  # an index holds no rows
+    if replacing and _in_use(con):
+        raise ValueError("; ".join(replacing) + f": and this store's {'; '.join(_in_use(con))} use the rows a "
+                         "redo would replace: use a new --db")
     reset = force and any(c.startswith(("step 'kilt'", "step 'wiki18'")) for c in changed)
     done = {} if reset else recorded(con, pipeline)
+    clashes = {s.name for s in steps if _clash(con, s, done)}
     out = []
     for i, step in enumerate(steps):
         if step.name in done and done[step.name][0] == step.checksum:
@@ -349,13 +377,13 @@ def run_steps(con, steps: list[Step], force: bool = False, pipeline: str = PIPEL
             continue
         log(f"{step.name}: {'redoing' if step.name in done else 'running'} ({step.what})")
         started = time.perf_counter()
-        with store.transaction(con):
+        with sources.memory_limited(con, memory_limit), store.transaction(con):
             if reset and i == 0:
                 _reset(con)
             report = step.adopt(con) if step.adopt and not reset and step.name not in done else None
             status = "adopted" if report else "done"
-            if report is None:
-                report = step.run(con, force or step.name in done)
+            if report is None:  # redo: replace only what this pipeline recorded, or a clash --force allowed
+                report = step.run(con, step.name in done or step.name in clashes)
             seconds = time.perf_counter() - started
             _record(con, pipeline, step, report, seconds)
         log(f"{step.name}: {status} in {seconds:.1f} s: "

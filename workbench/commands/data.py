@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-limit", default=IMPORT_MEMORY_LIMIT,
                    help=f"DuckDB memory limit of the imports (default {IMPORT_MEMORY_LIMIT}, ours; 'none': DuckDB's own)")
     p.add_argument("--force", action="store_true",
-                   help="redo the steps whose input changed (a changed KILT or wiki-18 file rebuilds the world)")
+                   help="redo the steps whose input changed, and replace QA splits another import put in the store "
+                        "(a changed KILT or wiki-18 file rebuilds the world); refused while runs or evaluations "
+                        "use the store's questions or G_0")
     p.add_argument("--no-progress", action="store_true", help="hide the import progress bars")
     add_db(p, preset_default="paper")
     p.set_defaults(func=_paper)
@@ -55,7 +57,7 @@ def _paper(args: argparse.Namespace) -> int:
                         progress=not args.no_progress)
     con = store.connect(db_path(args))
     try:
-        results = run_steps(con, steps, force=args.force)
+        results = run_steps(con, steps, force=args.force, memory_limit=limit)
     finally:
         con.close()
     print(json.dumps([{k: v for k, v in r.items() if k != "report"} for r in results], indent=1))
