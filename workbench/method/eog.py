@@ -257,11 +257,23 @@ def topology_prompts(policy_chat_prompt: Callable[[str], str], views: Sequence[T
     """
     if m < 1:
         raise ValueError(f"m (candidates per query) must be >= 1, got {m!r}")
+    return [policy_chat_prompt(topology_user_message(v, prompt)) for v in views for _ in range(m)]
+
+
+def topology_user_message(view: TopologyView, prompt: str = "witness") -> str:
+    """The proposer's user message for one query, before the chat format (what a round prompts
+    with and what the topology warm start demonstrates): ``prompt`` is ``method.topology_prompt``.
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""], pattern="1p", n_anchors=1)
+        >>> topology_user_message(v, "query").splitlines()[-1]
+        'x is one of: Rome'
+    """
     if prompt not in TOPOLOGY_PROMPTS:
         raise ValueError(f"method.topology_prompt: expected one of {list(TOPOLOGY_PROMPTS)}, got {prompt!r}")
-    render = (lambda v: render_witness(v)) if prompt == "witness" else (
-        lambda v: TOPOLOGY_INSTRUCTION + "Query:\n" + render_query(v) + "\n")
-    return [policy_chat_prompt(render(v)) for v in views for _ in range(m)]
+    if prompt == "witness":
+        return render_witness(view)
+    return TOPOLOGY_INSTRUCTION + "Query:\n" + render_query(view) + "\n"
 
 
 def topology_choices(views: Sequence[TopologyView], m: int) -> Choices:
