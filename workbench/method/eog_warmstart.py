@@ -25,9 +25,11 @@ Example:
     >>> from workbench import store
     >>> from workbench.kg.tinyworld import build_world
     >>> con = store.connect(":memory:"); _ = build_world(con, preset="smoke", seed=0)
-    >>> demos = TopologyDemos(per_pattern=1)(con, seed=0, eos="<|im_end|>")
-    >>> sorted({d.family for d in demos})
-    ['topology:1p', 'topology:2i', 'topology:2p', 'topology:3p', 'topology:ip', 'topology:pi']
+    >>> demos = TopologyDemos(per_pattern=4)(con, seed=1, eos="<|im_end|>")
+    >>> [d.family for d in demos][:5]
+    ['topology:1p', 'topology:2p', 'topology:3p', 'topology:2i', 'topology:pi']
+    >>> len({d.family for d in demos}), demos[0].segments[0][0].startswith("<question>")
+    (6, True)
 """
 
 from __future__ import annotations
@@ -123,11 +125,13 @@ class TopologyDemos:
                 "per_pattern": self.per_pattern, "version": DEMO_VERSION}
 
     def views(self, con, seed: int) -> list[eog.TopologyView]:
-        """The askable queries of one store (pattern-major), with witnesses, deterministic by ``seed``."""
+        """The askable queries of one store with witnesses, deterministic by ``seed``, the patterns
+        interleaved (1p 2p 3p 2i ip pi 1p ...) so that a mix cut short keeps them balanced."""
         graph = topology.TopologyGraph.from_store(con)
         titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
-        queries = [q for p in topology.PATTERNS
-                   for q in topology.sample_queries(graph, p, self.per_pattern, seed=seed, max_answers=self.max_answers)]
+        drawn = [topology.sample_queries(graph, p, self.per_pattern, seed=seed, max_answers=self.max_answers)
+                 for p in topology.PATTERNS]
+        queries = [qs[i] for i in range(self.per_pattern) for qs in drawn if i < len(qs)]
         return [v for v in eog.topology_views(con, queries, titles, graph) if askable(v)]
 
     def __call__(self, con, seed: int, eos: str) -> list[Demo]:
