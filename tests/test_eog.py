@@ -402,3 +402,24 @@ def test_an_eog_run_builds_the_test_set_and_leaves_it_out(db, monkeypatch):
     con.close()
     assert len(calls) == 2 and all(h is not None for h, _ in calls)
     assert not any(topology_qa.query_key(q, titles) in keys for _, qs in calls for q in qs)
+
+
+def test_the_topology_verifier_counts_a_relation_phrased_in_another_word_form():
+    """'Who is the director of X?' walks `directed by` (the verifier's multi-hop and answer focus),
+    as TinyWorld's own question forms phrase it; a synonym still does not count, and the chain
+    methods' verifier (gate.StructuralVerifier) still matches label words exactly."""
+    from workbench.method.gate import StructuralVerifier
+    from workbench.method.memory import ChainView
+
+    v = eog.TopologyView(-1, "", [1, 2], ["Kavimo", "Dagiju"], ["directed by"], ["Kavimo is a film.", ""],
+                         pattern="1p", n_anchors=1)
+    judge = lambda q: eog.TopologyVerifier().judge(v, [(q, "Dagiju")])[0]  # noqa: E731
+    assert judge("Who is the director of Kavimo?").reason == "ok"  # every dimension 1
+    assert judge("Who directed Kavimo?").scores["multi_hop"] == 1.0
+    assert judge("Who made Kavimo?").scores["multi_hop"] == 0.0
+    w = eog.TopologyView(-1, "", [1, 2, 3], ["Ann", "Bo", "Rome"], ["employed by", "rises in"], ["", "", ""],
+                         pattern="2i", n_anchors=2)
+    assert eog.TopologyVerifier().judge(w, [("Which is the employer of Ann where Bo rise?", "Rome")])[0].scores[
+        "multi_hop"] == 1.0
+    chain = ChainView(0, "h", [1, 2], ["Kavimo", "Dagiju"], ["directed by"], ["Kavimo is a film.", ""])
+    assert StructuralVerifier().judge(chain, [("Who is the director of Kavimo?", "Dagiju")])[0].scores["multi_hop"] == 0

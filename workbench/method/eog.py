@@ -321,9 +321,39 @@ def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | N
     return check_candidate(candidate, query_checks)
 
 
+MIN_STEM = 4  # ours: the shortest word another word may extend ('rise' -> 'rises'; 'set' only itself)
+SHARED_PREFIX = 5  # ours: the shortest shared beginning of two forms of one word ('directed', 'director')
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether two lowercase words are forms of one word (ours; a crude stemmer without a word list,
+    since the workbench ships none): equal, or the shorter of at least :data:`MIN_STEM` letters
+    begins the longer ('rise'/'rises', 'citizen'/'citizenship'), or they share their first
+    :data:`SHARED_PREFIX` letters ('directed'/'director', 'employed'/'employer'). Synonyms
+    ('attend' for 'educated') and irregular forms ('wrote'/'written') stay apart.
+
+    Example:
+        >>> same_word("director", "directed"), same_word("rises", "rise"), same_word("born", "borders")
+        (True, True, False)
+        >>> same_word("set", "settled"), same_word("wrote", "written")
+        (False, False)
+    """
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    return (len(short) >= MIN_STEM and long_.startswith(short)) or (
+        len(short) >= SHARED_PREFIX and short[:SHARED_PREFIX] == long_[:SHARED_PREFIX])
+
+
+def _matches(word: str, words: set[str]) -> bool:
+    return word in words or any(same_word(word, w) for w in words)
+
+
 class TopologyVerifier:
     """Deterministic verifier of a question against its query (the tiny tier; ours, after
-    ``gate.StructuralVerifier``), from the question's content words (stopwords and wh-words out):
+    ``gate.StructuralVerifier``), from the question's content words (stopwords and wh-words out),
+    a word counting where any form of it occurs (:func:`same_word`: 'Who is the director of X?'
+    touches `directed by`):
 
     * faithfulness: the mean of (content words found in the relation labels, anchor titles or
       anchor passages) and (anchors named in the question): the question must be grounded;
@@ -331,6 +361,9 @@ class TopologyVerifier:
       question must walk the whole skeleton (1p has one relation, and needs one);
     * answer_focus: 1 when a relation ending at x (:data:`ANSWER_RELATIONS`) is touched;
     * clarity: one '?' at the end and ``min_words``..``max_words`` words.
+
+    Word forms are EoG's alone: the chain methods' ``gate.StructuralVerifier`` matches label words
+    exactly, so their gate is unchanged.
     """
 
     def __init__(self, min_words: int = 4, max_words: int = 40):
@@ -344,8 +377,8 @@ class TopologyVerifier:
         for i, (question, answer) in enumerate(candidates):
             words = _words(question)
             content = [w for w in words if w not in STOPWORDS]
-            touched = {j for j, rw in enumerate(rel_words) if rw & set(content)}
-            grounded = sum(w in vocab for w in content) / len(content) if content else 0.0
+            touched = {j for j, rw in enumerate(rel_words) if any(_matches(w, rw) for w in content)}
+            grounded = sum(_matches(w, vocab) for w in content) / len(content) if content else 0.0
             scores = {
                 "faithfulness": (grounded + sum(_names(question, a) for a in anchors) / len(anchors)) / 2,
                 "multi_hop": len(touched) / len(rel_words),
