@@ -27,21 +27,29 @@
 # ENGINE (hf | vllm | auto) is every run's and evaluation's generation backend; default hf at the
 # smoke and tiny presets (a 5M model gains nothing from vLLM, and several runs sharing a GPU would
 # each reserve vLLM's memory share: LOG.md, session 6), else the preset's rollout.backend.
+# WARMSTARTS (a folder of warm starts by cache key: another call's WORKBENCH_DATA/cache/warmstart) is
+# copied into the scratch cache first, so a warm start trained by an earlier call on the same machine
+# (e.g. EoG's topology warm start, which has no shipped copy) is reused; each is found only under its
+# own key, as the cache always does.
 # REFERENCE names the configuration the Welch tests compare against (default coevokg; e.g.
 # REFERENCE=drfree for Dr. Free's Table 3 rows).
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)
-for v in MODEL STORE; do  # a path given relative to the caller's folder, before the cd below
+for v in MODEL STORE WARMSTARTS; do  # a path given relative to the caller's folder, before the cd below
   if [ -n "${!v:-}" ] && [ -e "${!v}" ]; then printf -v "$v" '%s' "$(realpath "${!v}")"; fi
 done
 cd "$(dirname "$0")/.."  # the repository root, whatever the caller's folder
 if [ "$S" = "$(pwd -P)" ]; then echo "SCRATCH must not be the repository" >&2; exit 2; fi
-for v in MODEL STORE; do  # the folders below are replaced: never with the user's model or store inside
+for v in MODEL STORE WARMSTARTS; do  # the folders below are replaced: never with the user's model or store inside
   case "${!v:-}" in "$S"/data|"$S"/data/*|"$S"/runs|"$S"/runs/*|"$S"/base|"$S"/base/*|"$S"/base_kg|"$S"/base_kg/*|"$S"/base_topology|"$S"/base_topology/*)
     echo "$v=${!v} lies in SCRATCH=$S, whose data/, runs/ and base/ this script replaces: copy it elsewhere first" >&2; exit 2;; esac
 done
 rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base" "$S/base_kg" "$S/base_topology"; mkdir -p "$S/data" "$S/logs"
+if [ -n "${WARMSTARTS:-}" ]; then
+  [ -d "$WARMSTARTS" ] || { echo "WARMSTARTS=$WARMSTARTS: no such folder (expected warm starts by cache key)" >&2; exit 2; }
+  mkdir -p "$S/data/cache/warmstart"; cp -r "$WARMSTARTS"/. "$S/data/cache/warmstart/"
+fi
 PY=${PY:-.venv/bin/python}
 # The base: MODEL, else a non-tiny preset's backbone.model, found in the caller's data/models/ (before
 # WORKBENCH_DATA moves to the scratch folder); empty for a tiny backbone (its warm start, below).
