@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,21 @@ def test_rl_compare_pairs_eog_runs_with_the_topology_base(tmp_path):
     for name in ("e", "w"):  # each run recorded the topology warm start as its base
         best = json.loads((tmp_path / "runs" / name / "best" / "workbench.json").read_text())
         assert json.loads((Path(best["base"]) / "workbench.json").read_text())["method"] == "base_topology"
+    # A later call given this call's warm starts (WARMSTARTS) reuses them instead of training again.
+    keep = tmp_path.parent / f"{tmp_path.name}-warmstarts"
+    shutil.copytree(tmp_path / "data" / "cache" / "warmstart", keep)
+    env.update(WARMSTARTS=str(keep))
+    again = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "600", "e:eog:"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "reusing" in (tmp_path / "logs" / "warmstart_topology.log").read_text()
+
+
+def test_rl_compare_refuses_missing_warmstarts(tmp_path):
+    env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "WARMSTARTS": str(tmp_path / "none")}
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "WARMSTARTS=" in done.stderr and "no such folder" in done.stderr
 
 
 def test_from_topology_base_follows_the_method():
