@@ -444,3 +444,12 @@ def test_held_out_questions_never_name_an_answer_and_keep_the_other_draws(db):
         m = min(len(free), 20)  # where 30 draws hold fewer than 20 free ones, askable_queries draws on
         assert kept[:m] == free[:m] and all(not set(q.anchors) & set(q.answers) for q in kept)
     assert seen_self  # the smoke world has such queries (ip: an inverse relation back to the anchor)
+
+
+def test_training_draws_pose_no_query_whose_answers_hold_an_anchor(db):
+    con = store.connect(db, read_only=True)
+    g = topology.TopologyGraph.from_store(con)
+    con.close()
+    drawn = eog.draw_queries(g, topology.PATTERNS, 300, seed=3, max_answers=topology.MAX_ANSWERS)
+    assert len(drawn) == 300 and {q.pattern for q in drawn} == set(topology.PATTERNS)
+    assert not any(set(q.anchors) & set(q.answers) for q in drawn)

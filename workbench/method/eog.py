@@ -95,11 +95,13 @@ def parse_patterns(text: str) -> tuple[str, ...]:
 def _pool(graph: topology.TopologyGraph, pattern: str, n: int, seed: int, max_answers: int,
           held_out: Callable[[topology.Query], bool] | None) -> list[topology.Query]:
     """Up to ``n`` queries of ``pattern`` (``topology.sample_queries``) that ``held_out`` does not
-    claim: a hit is redrawn by asking the same seed for more (its draws extend, never reorder)."""
+    claim and whose answer sets hold none of their anchors (such a question names an answer: the
+    gate rejects it, as the held-out set leaves it out, ``topology_qa.askable_queries``): a query
+    left out is redrawn by asking the same seed for more (its draws extend, never reorder)."""
     k = n
     while True:
         drawn = topology.sample_queries(graph, pattern, k, seed=seed, max_answers=max_answers)
-        kept = [q for q in drawn if not held_out(q)] if held_out is not None else drawn
+        kept = [q for q in drawn if not set(q.anchors) & set(q.answers) and (held_out is None or not held_out(q))]
         if len(kept) >= n or len(drawn) < k:
             return kept[:n]
         k += n - len(kept)
@@ -110,7 +112,7 @@ def draw_queries(graph: topology.TopologyGraph, patterns: Sequence[str], n: int,
     """``n`` queries, each of a pattern drawn uniformly from ``patterns`` (ours), deterministic by
     ``seed``; a pattern the graph cannot ground is redrawn among the others. A query ``held_out``
     claims (the store's test set, ``topology_qa.held_out_keys``) is redrawn: training never poses
-    a test query.
+    a test query; so is one whose answer set holds one of its anchors (:func:`_pool`).
 
     Example:
         >>> from workbench.kg.walks import CSRGraph
