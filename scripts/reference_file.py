@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-GAIN = re.compile(r"^(\S+) \(B\) vs (?:KG )?base \(A\): B - A macro EM ([-+0-9.]+) points \[([-+0-9.]+), ([-+0-9.]+)\]; "
+GAIN = re.compile(r"^(\S+) \(B\) vs (?:KG |topology )?base \(A\): B - A macro EM ([-+0-9.]+) points \[([-+0-9.]+), ([-+0-9.]+)\]; "
                   r"sign test: A only (\d+), B only (\d+), p = ([0-9.e-]+)")
 BLOCK = re.compile(r"^== (\S+) ")
 MACRO = re.compile(r"^\s+macro\s+n=\d+\s+EM\s+([0-9.]+)")

@@ -111,3 +111,14 @@ def test_the_shipped_audit_pools_four_seeds_per_method():
         ("drfree", "closed_book"): 0, ("drfree", "source_only"): 67, ("drfree", "one_shot"): 54,
         ("drfree", "single_component"): 200, ("coevokg", "closed_book"): 0, ("coevokg", "source_only"): 60,
         ("coevokg", "one_shot"): 61, ("coevokg", "single_component"): 156}
+
+
+def test_a_run_against_its_topology_base_is_read():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from reference_file import evaluations
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    line = ("e0 (B) vs topology base (A): B - A macro EM +1.5 points [-0.5, 3.5]; sign test: A only 3, B only 9, "
+            "p = 0.146")
+    assert evaluations(line)["e0"]["gain"] == 1.5
