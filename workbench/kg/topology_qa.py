@@ -62,9 +62,11 @@ def askable_queries(graph: topology.TopologyGraph, pattern: str, n: int, seed: i
 
     Example:
         >>> from workbench.kg.walks import CSRGraph
-        >>> g = topology.TopologyGraph.from_csr(CSRGraph.from_edges([0, 1, 1], [1, 0, 2], [0, 1, 1], 3))
-        >>> [q.answers for q in topology.sample_queries(g, "2p", 5, seed=0)], askable_queries(g, "2p", 5, seed=0)
-        ([(0, 2)], [])
+        >>> g = topology.TopologyGraph.from_csr(CSRGraph.from_edges([0, 1, 1, 2], [1, 0, 2, 3], [0, 1, 1, 1], 4))
+        >>> [(q.anchors, q.answers) for q in topology.sample_queries(g, "2p", 5, seed=0)]
+        [((1,), (3,)), ((1,), (1,)), ((0,), (0, 2))]
+        >>> [(q.anchors, q.answers) for q in askable_queries(g, "2p", 5, seed=0)]
+        [((1,), (3,))]
     """
     k = n
     while True:
