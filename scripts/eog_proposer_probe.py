@@ -7,6 +7,9 @@ outcome per pattern (admitted / extraction failed / weak / leak / ...) is printe
 
     PYTHONPATH=$PWD python scripts/eog_proposer_probe.py --store /tmp/eog2/tiny.duckdb \
         --prompt witness --temperatures 0 0.6
+
+``--model`` probes another base instead, e.g. the topology warm start (``workbench warmstart
+--topology --out DIR``).
 """
 import argparse
 import json
@@ -23,6 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", required=True, help="a DuckDB store (the world is built there if absent)")
     ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--model", default="", help="a model folder ('' = the preset's default warm start)")
     ap.add_argument("--prompt", default="", help="method.topology_prompt ('' = the preset's)")
     ap.add_argument("--per-pattern", type=int, default=20)
     ap.add_argument("--views-seed", type=int, default=7)
@@ -34,9 +38,9 @@ def main() -> None:
     cfg = config.preset(args.preset, **({"method.topology_prompt": args.prompt} if args.prompt else {}))
     con = store.connect(args.store)
     ensure_world(con, cfg)
-    policy = Policy.load(warm_start(con, cfg, seed=0))
+    policy = Policy.load(args.model or warm_start(con, cfg, seed=0))
     views = eog.sample_views(con, per_pattern=args.per_pattern, seed=args.views_seed)
-    report = {"preset": cfg.name, "topology_prompt": cfg.method.topology_prompt, "queries": len(views), "runs": {}}
+    report = {"preset": cfg.name, "model": args.model or "default warm start", "topology_prompt": cfg.method.topology_prompt, "queries": len(views), "runs": {}}
     for temp in args.temperatures:
         t0 = time.time()
         verdicts = eog.write_questions(policy, views, cfg, seed=args.seed, temperature=temp)

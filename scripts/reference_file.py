@@ -9,7 +9,8 @@ usage: python scripts/reference_file.py OUT.json DIR ... --rename PREFIX=METHOD 
 A run named PREFIX<seed> in rl_compare.sh (``d0``, ``wo_per_hop2``) becomes ``<METHOD>_s<seed>``, the
 name ``workbench.reference`` reads; runs whose prefix is not renamed are left out. Each run's test
 macro EM, paired gain over the base with its interval and the sign test are read from summary.txt
-(the lines rl_compare.sh prints; ``paired_with: kg_base`` where the gain is over the KG warm start),
+(the lines rl_compare.sh prints; ``paired_with: kg_base`` / ``topology_base`` where the gain is over
+that warm start),
 every round's metrics from metrics.json (timings left out);
 with --audit, the counts of `workbench audit shortcuts` tables (Table 5) of the same runs.
 """
@@ -19,7 +20,7 @@ import json
 import re
 from pathlib import Path
 
-GAIN = re.compile(r"^(\S+) \(B\) vs (KG )?base \(A\): B - A macro EM ([-+0-9.]+) points \[([-+0-9.]+), ([-+0-9.]+)\]; "
+GAIN = re.compile(r"^(\S+) \(B\) vs (?:(KG|topology) )?base \(A\): B - A macro EM ([-+0-9.]+) points \[([-+0-9.]+), ([-+0-9.]+)\]; "
                   r"sign test: A only (\d+), B only (\d+), p = ([0-9.e-]+)")
 BLOCK = re.compile(r"^== (\S+) ")
 MACRO = re.compile(r"^\s+macro\s+n=\d+\s+EM\s+([0-9.]+)")
@@ -38,8 +39,8 @@ def evaluations(summary: str) -> dict[str, dict]:
             name, kg, gain, low, high, a_only, b_only, p = m.groups()
             out.setdefault(name, {}).update(gain=float(gain), gain_low=float(low), gain_high=float(high),
                                             base_only=int(a_only), trained_only=int(b_only), sign_test_p=float(p))
-            if kg:  # a run offered the KG tool is paired with the KG warm start, not the default base
-                out[name]["paired_with"] = "kg_base"
+            if kg:  # a run offered the KG tool (or EoG's) is paired with its own warm start, not the default base
+                out[name]["paired_with"] = f"{kg.lower()}_base"
     return out
 
 

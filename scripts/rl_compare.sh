@@ -9,7 +9,8 @@
 # and its best checkpoint so far evaluated. Prints each run against the base (paired gain and sign
 # test) and, for configurations run with several seeds (runs that differ only in method.seed),
 # their mean with a t interval and Welch tests against CoEvoKG.
-# Environment: SCRATCH (default $TMPDIR/rl_compare; its data, runs, logs, base and base_kg are replaced)
+# Environment: SCRATCH (default $TMPDIR/rl_compare; its data, runs, logs, base, base_kg and base_topology
+# are replaced)
 # holds the work; OUT (default SCRATCH/out) receives eval_base.txt, summary.txt and metrics.json
 # (per-round metrics of every run); PY is the Python with the workbench (default .venv/bin/python);
 # GPUS="0 1" spreads the runs round-robin over those CUDA devices. DATASET (default tinyworld) is
@@ -26,21 +27,29 @@
 # ENGINE (hf | vllm | auto) is every run's and evaluation's generation backend; default hf at the
 # smoke and tiny presets (a 5M model gains nothing from vLLM, and several runs sharing a GPU would
 # each reserve vLLM's memory share: LOG.md, session 6), else the preset's rollout.backend.
+# WARMSTARTS (a folder of warm starts by cache key: another call's WORKBENCH_DATA/cache/warmstart) is
+# copied into the scratch cache first, so a warm start trained by an earlier call on the same machine
+# (e.g. EoG's topology warm start, which has no shipped copy) is reused; each is found only under its
+# own key, as the cache always does.
 # REFERENCE names the configuration the Welch tests compare against (default coevokg; e.g.
 # REFERENCE=drfree for Dr. Free's Table 3 rows).
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)
-for v in MODEL STORE; do  # a path given relative to the caller's folder, before the cd below
+for v in MODEL STORE WARMSTARTS; do  # a path given relative to the caller's folder, before the cd below
   if [ -n "${!v:-}" ] && [ -e "${!v}" ]; then printf -v "$v" '%s' "$(realpath "${!v}")"; fi
 done
 cd "$(dirname "$0")/.."  # the repository root, whatever the caller's folder
 if [ "$S" = "$(pwd -P)" ]; then echo "SCRATCH must not be the repository" >&2; exit 2; fi
-for v in MODEL STORE; do  # the folders below are replaced: never with the user's model or store inside
-  case "${!v:-}" in "$S"/data|"$S"/data/*|"$S"/runs|"$S"/runs/*|"$S"/base|"$S"/base/*|"$S"/base_kg|"$S"/base_kg/*)
+for v in MODEL STORE WARMSTARTS; do  # the folders below are replaced: never with the user's model or store inside
+  case "${!v:-}" in "$S"/data|"$S"/data/*|"$S"/runs|"$S"/runs/*|"$S"/base|"$S"/base/*|"$S"/base_kg|"$S"/base_kg/*|"$S"/base_topology|"$S"/base_topology/*)
     echo "$v=${!v} lies in SCRATCH=$S, whose data/, runs/ and base/ this script replaces: copy it elsewhere first" >&2; exit 2;; esac
 done
-rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base" "$S/base_kg"; mkdir -p "$S/data" "$S/logs"
+rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base" "$S/base_kg" "$S/base_topology"; mkdir -p "$S/data" "$S/logs"
+if [ -n "${WARMSTARTS:-}" ]; then
+  [ -d "$WARMSTARTS" ] || { echo "WARMSTARTS=$WARMSTARTS: no such folder (expected warm starts by cache key)" >&2; exit 2; }
+  mkdir -p "$S/data/cache/warmstart"; cp -r "$WARMSTARTS"/. "$S/data/cache/warmstart/"
+fi
 PY=${PY:-.venv/bin/python}
 # The base: MODEL, else a non-tiny preset's backbone.model, found in the caller's data/models/ (before
 # WORKBENCH_DATA moves to the scratch folder); empty for a tiny backbone (its warm start, below).
@@ -73,12 +82,17 @@ if [ -z "$base" ]; then
   # (its runs are compared with it: SCRATCH/base_kg, evaluated on a copy of the base store)
   case " $* " in *:dynasearcher:*|*:dynasearcher\ *|*:dynasearcher_wo_mr:*|*:dynasearcher_wo_mr\ *) $wb warmstart --kg --preset "$preset" --db "$db" --out "$S/base_kg" > "$L/warmstart_kg.log" 2>&1
     grep -v "Loading\|Writing" "$L/warmstart_kg.log" | tail -8 || true;; esac
+  # EoG's topology warm start (its own cache key), once, before the EoG rows (every eog* method starts
+  # from it: MethodSpec.topology_warmstart); SCRATCH/base_topology, evaluated beside the base
+  case " $* " in *:eog:*|*:eog\ *|*:eog_*) $wb warmstart --topology --preset "$preset" --db "$db" --out "$S/base_topology" > "$L/warmstart_topology.log" 2>&1
+    grep -v "Loading\|Writing" "$L/warmstart_topology.log" | tail -9 || true;; esac
   base="$S/base"
 fi
 echo "base: $base"
 index="${STORE%.duckdb}.index"  # STORE's persisted search indexes (a dense E5 one takes hours to rebuild)
-kg_copy=(); [ -d "$S/base_kg" ] && kg_copy=(_base_kg)
-for copy in _base "${kg_copy[@]}" "${@%%:*}"; do
+base_copies=(); [ -d "$S/base_kg" ] && base_copies=(_base_kg)
+[ -d "$S/base_topology" ] && base_copies+=(_base_topology)
+for copy in _base "${base_copies[@]}" "${@%%:*}"; do
   [ "$copy" = _base ] || cp "$db" "$S/data/$copy.duckdb"  # each run its own store (one writer per file)
   if [ -n "${STORE:-}" ] && [ -d "$index" ]; then cp -al "$index" "$S/data/$copy.index" 2>/dev/null || cp -r "$index" "$S/data/$copy.index"; fi
 done
@@ -90,6 +104,10 @@ if [ -d "$S/base_kg" ]; then  # DynaSearcher's KG base, beside it
   ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
     $wb eval --db "$S/data/_base_kg.duckdb" --model "$S/base_kg" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base_kg.txt" ) &
 fi
+if [ -d "$S/base_topology" ]; then  # EoG's topology base, beside it
+  ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
+    $wb eval --db "$S/data/_base_topology.duckdb" --model "$S/base_topology" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base_topology.txt" ) &
+fi
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done
@@ -100,5 +118,6 @@ for spec in "$@"; do
 done
 wait
 cat "$OUT/eval_base.txt"; [ -f "$OUT/eval_base_kg.txt" ] && cat "$OUT/eval_base_kg.txt"
+[ -f "$OUT/eval_base_topology.txt" ] && cat "$OUT/eval_base_topology.txt"
 for spec in "$@"; do IFS=: read -r name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 "$L/train_$name.log" | tr '\r' '\n' | tail -3; cat "$L/eval_$name.txt"; done | tee "$OUT/summary.txt"
 $PY scripts/rl_summary.py "$S" "$OUT" "$@" | tee -a "$OUT/summary.txt"

@@ -67,6 +67,14 @@ def offered_kg_tool(spec: str) -> bool:
     return uses_kg_tool(method_spec(method), settings.get("method.kg_tool", ""))
 
 
+def from_topology_base(spec: str) -> bool:
+    """Whether a run starts from EoG's topology warm start (its method's ``topology_warmstart``: the eog rows).
+
+    ``"e:eog:method.seed=1"`` -> True; ``"c:coevokg:"`` -> False.
+    """
+    return method_spec(spec.split(":", 2)[1]).topology_warmstart
+
+
 def macro_f1(frame) -> float:
     """Test F1 in points, the unweighted mean over question families."""
     return 100 * float(frame.groupby("family").f1.mean().mean())
@@ -95,6 +103,8 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
     base = stored_outcomes(scratch / "data" / "_base.duckdb")
     kg_store = scratch / "data" / "_base_kg.duckdb"  # DynaSearcher's KG warm start, where runs used it
     base_kg = stored_outcomes(kg_store) if kg_store.exists() else None
+    topology_store = scratch / "data" / "_base_topology.duckdb"  # EoG's topology warm start, likewise
+    base_topology = stored_outcomes(topology_store) if topology_store.exists() else None
     by_config: dict[str, list[float]] = {}
     by_config_f1: dict[str, list[float]] = {}
     f1_by_config: dict[str, list[float]] = {}
@@ -107,6 +117,8 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             continue
         if base_kg is not None and offered_kg_tool(spec):  # its own base, not the default one
             print(f"{name} (B) vs KG base (A): {compare_outcomes(base_kg, run)}")
+        elif base_topology is not None and from_topology_base(spec):
+            print(f"{name} (B) vs topology base (A): {compare_outcomes(base_topology, run)}")
         else:
             print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
         by_config.setdefault(configuration(spec), []).append(macro_em(run))
@@ -126,12 +138,17 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             reference = None
         against = f"; diff and Welch p against {reference}" if reference else ""
         kg = f", KG base {macro_em(base_kg):.1f}" if base_kg is not None else ""
+        kg += f", topology base {macro_em(base_topology):.1f}" if base_topology is not None else ""
         print(f"\nmacro EM over seeds (base {macro_em(base):.1f}{kg}{against}):")
         print(across_seeds(by_config, reference=reference).round(3).to_string())
         if by_config_f1:
-            print(f"\nmacro set F1 over seeds{f' ({against[2:]})' if against else ''}:")
+            bases = [f"base {stored_set_f1(scratch / 'data' / '_base.duckdb'):.1f}"]
+            if base_topology is not None:
+                bases.append(f"topology base {stored_set_f1(topology_store):.1f}")
+            print(f"\nmacro set F1 over seeds ({', '.join(bases)}{against}):")
             print(across_seeds(by_config_f1, reference=reference).round(3).to_string())
         kg = f", KG base {macro_f1(base_kg):.1f}" if base_kg is not None else ""
+        kg += f", topology base {macro_f1(base_topology):.1f}" if base_topology is not None else ""
         print(f"\nmacro F1 over seeds (base {macro_f1(base):.1f}{kg}{against}):")
         print(across_seeds(f1_by_config, reference=reference).round(3).to_string())
         if "dynasearcher" in by_config:  # seed 003's ablation rows against DynaSearcher itself

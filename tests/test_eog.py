@@ -321,12 +321,13 @@ def test_topology_questions_hold_complete_answer_sets(db):
     titles = dict(con.execute("SELECT entity_id, title FROM entities").fetchall())
     con.close()
     assert len(rows) == n and {r[0] for r in rows} == set(topology.PATTERNS)
-    queries = [q for p in topology.PATTERNS for q in topology.sample_queries(g, p, 5, seed=topology_qa.SEED_OFFSET)]
+    queries = [q for p in topology.PATTERNS for q in topology_qa.askable_queries(g, p, 5, seed=topology_qa.SEED_OFFSET)]
     for q, (pattern, question, answers, chain) in zip(queries, rows, strict=True):
         executed = topology.execute(g, q.pattern, q.anchors, q.relations)
         assert pattern == q.pattern and chain == [*q.anchors, *executed.tolist()]
         assert answers == [titles[a] for a in executed]
         assert all(titles[a] in question and r in question for a in q.anchors for r in q.relations)
+        assert not set(q.anchors) & set(executed.tolist())  # no question names one of its own answers
 
 
 def test_set_scores_hand_computed(con):
@@ -402,3 +403,53 @@ def test_an_eog_run_builds_the_test_set_and_leaves_it_out(db, monkeypatch):
     con.close()
     assert len(calls) == 2 and all(h is not None for h, _ in calls)
     assert not any(topology_qa.query_key(q, titles) in keys for _, qs in calls for q in qs)
+
+
+def test_the_topology_verifier_counts_a_relation_phrased_in_another_word_form():
+    """'Who is the director of X?' walks `directed by` (the verifier's multi-hop and answer focus),
+    as TinyWorld's own question forms phrase it; a synonym still does not count, and the chain
+    methods' verifier (gate.StructuralVerifier) still matches label words exactly."""
+    from workbench.method.gate import StructuralVerifier
+    from workbench.method.memory import ChainView
+
+    v = eog.TopologyView(-1, "", [1, 2], ["Kavimo", "Dagiju"], ["directed by"], ["Kavimo is a film.", ""],
+                         pattern="1p", n_anchors=1)
+    judge = lambda q: eog.TopologyVerifier().judge(v, [(q, "Dagiju")])[0]  # noqa: E731
+    assert judge("Who is the director of Kavimo?").reason == "ok"  # every dimension 1
+    assert judge("Who directed Kavimo?").scores["multi_hop"] == 1.0
+    assert judge("Who made Kavimo?").scores["multi_hop"] == 0.0
+    w = eog.TopologyView(-1, "", [1, 2, 3], ["Ann", "Bo", "Rome"], ["employed by", "rises in"], ["", "", ""],
+                         pattern="2i", n_anchors=2)
+    assert eog.TopologyVerifier().judge(w, [("Which is the employer of Ann where Bo rise?", "Rome")])[0].scores[
+        "multi_hop"] == 1.0
+    chain = ChainView(0, "h", [1, 2], ["Kavimo", "Dagiju"], ["directed by"], ["Kavimo is a film.", ""])
+    assert StructuralVerifier().judge(chain, [("Who is the director of Kavimo?", "Dagiju")])[0].scores["multi_hop"] == 0
+
+
+def test_held_out_questions_never_name_an_answer_and_keep_the_other_draws(db):
+    """A held-out query whose answer set holds one of its anchors would be answered by its own
+    question (the anchor is named there): left out, replaced by the pattern's next draw; every other
+    draw keeps its place."""
+    from workbench.kg import topology_qa
+
+    con = store.connect(db, read_only=True)
+    g = topology.TopologyGraph.from_store(con)
+    con.close()
+    seen_self = False
+    for p in topology.PATTERNS:
+        drawn = topology.sample_queries(g, p, 30, seed=topology_qa.SEED_OFFSET)
+        kept = topology_qa.askable_queries(g, p, 20, seed=topology_qa.SEED_OFFSET)
+        free = [q for q in drawn if not set(q.anchors) & set(q.answers)]
+        seen_self |= len(free) < len(drawn)
+        m = min(len(free), 20)  # where 30 draws hold fewer than 20 free ones, askable_queries draws on
+        assert kept[:m] == free[:m] and all(not set(q.anchors) & set(q.answers) for q in kept)
+    assert seen_self  # the smoke world has such queries (ip: an inverse relation back to the anchor)
+
+
+def test_training_draws_pose_no_query_whose_answers_hold_an_anchor(db):
+    con = store.connect(db, read_only=True)
+    g = topology.TopologyGraph.from_store(con)
+    con.close()
+    drawn = eog.draw_queries(g, topology.PATTERNS, 300, seed=3, max_answers=topology.MAX_ANSWERS)
+    assert len(drawn) == 300 and {q.pattern for q in drawn} == set(topology.PATTERNS)
+    assert not any(set(q.anchors) & set(q.answers) for q in drawn)

@@ -113,14 +113,17 @@ def test_the_shipped_audit_pools_four_seeds_per_method():
         ("coevokg", "one_shot"): 61, ("coevokg", "single_component"): 156}
 
 
-def test_a_gain_over_the_kg_base_says_so():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("reference_file", ROOT / "scripts" / "reference_file.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_a_gain_over_a_runs_own_warm_start_says_which():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from reference_file import evaluations
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
     text = ("k0 (B) vs KG base (A): B - A macro EM +0.2 points [-4.2, +4.8]; sign test: A only 65, B only 66, p = 1\n"
+            "e0 (B) vs topology base (A): B - A macro EM +1.5 points [-0.5, 3.5]; sign test: A only 3, B only 9, "
+            "p = 0.146\n"
             "w0 (B) vs base (A): B - A macro EM +2.2 points [+0.6, +4.0]; sign test: A only 5, B only 16, p = 0.0266\n")
-    got = mod.evaluations(text)
+    got = evaluations(text)
     assert got["k0"]["paired_with"] == "kg_base" and got["k0"]["gain"] == 0.2
+    assert got["e0"]["paired_with"] == "topology_base" and got["e0"]["gain"] == 1.5
     assert "paired_with" not in got["w0"] and got["w0"]["sign_test_p"] == 0.0266

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,50 @@ def test_offered_kg_tool_follows_the_method_and_its_override():
     assert not offered_kg_tool("w:dynasearcher_wo_kg:") and not offered_kg_tool("c:coevokg:method.lr=1e-5")
     assert offered_kg_tool("c:coevokg:method.kg_tool=on,method.seed=2")
     assert not offered_kg_tool("k:dynasearcher:method.kg_tool=off")
+
+
+@pytest.mark.slow
+def test_rl_compare_pairs_eog_runs_with_the_topology_base(tmp_path):
+    """The EoG rows start from EoG's topology warm start, trained once before the runs, and are
+    compared with it on the answer-set questions; CoEvoKG with the default base."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES", "REFERENCE")}
+    env.update(SCRATCH=str(tmp_path), OUT=str(tmp_path / "out"), PY=sys.executable, DATASET="tinyworld_topology")
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "600",
+                           "e:eog:", "e1:eog:method.seed=1", "w:eog_wo_solver_update:", "c:coevokg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    for name in ("e", "e1", "w"):
+        assert f"{name} (B) vs topology base (A)" in summary
+    assert "c (B) vs base (A)" in summary
+    assert (tmp_path / "out" / "eval_base_topology.txt").read_text().startswith(
+        "tiny-smoke/base_topology/tinyworld_topology/test#0")
+    assert "topology base" in summary[summary.index("macro set F1 over seeds"):].splitlines()[0]
+    for name in ("e", "w"):  # each run recorded the topology warm start as its base
+        best = json.loads((tmp_path / "runs" / name / "best" / "workbench.json").read_text())
+        assert json.loads((Path(best["base"]) / "workbench.json").read_text())["method"] == "base_topology"
+    # A later call given this call's warm starts (WARMSTARTS) reuses them instead of training again.
+    keep = tmp_path.parent / f"{tmp_path.name}-warmstarts"
+    shutil.copytree(tmp_path / "data" / "cache" / "warmstart", keep)
+    env.update(WARMSTARTS=str(keep))
+    again = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "600", "e:eog:"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "reusing" in (tmp_path / "logs" / "warmstart_topology.log").read_text()
+
+
+def test_rl_compare_refuses_missing_warmstarts(tmp_path):
+    env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "WARMSTARTS": str(tmp_path / "none")}
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "WARMSTARTS=" in done.stderr and "no such folder" in done.stderr
+
+
+def test_from_topology_base_follows_the_method():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from rl_summary import from_topology_base
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert all(from_topology_base(f"x:{m}:method.seed=1") for m in ("eog", "eog_random_walk", "eog_adversarial"))
+    assert not from_topology_base("c:coevokg:") and not from_topology_base("k:dynasearcher:")

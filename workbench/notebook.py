@@ -58,10 +58,11 @@ def store_path(db: str, preset: str) -> str:
     return db or str(paths.default_db(preset))
 
 
-def warm_start(con, cfg, seed: int = 0, kg_tool: dict | None = None) -> Path:
+def warm_start(con, cfg, seed: int = 0, kg_tool: dict | None = None, extra_demos=None) -> Path:
     """The preset's warm start (``policy.warmstart.warmstart``), reused from the cache, or trained
     here with a text bar that moves through its stages (the first smoke run trains it).
-    ``kg_tool``: the KG-tool warm start of DynaSearcher (``method.train.kg_warmstart``).
+    ``kg_tool``: the KG-tool warm start of DynaSearcher (``method.train.kg_warmstart``);
+    ``extra_demos``: EoG's topology warm start (``method.eog_warmstart.TopologyDemos``).
 
     Example:
         >>> # base = warm_start(con, config.preset("smoke"))
@@ -69,7 +70,8 @@ def warm_start(con, cfg, seed: int = 0, kg_tool: dict | None = None) -> Path:
     from workbench.method.progress import WarmStartProgress
     from workbench.policy.warmstart import warmstart
 
-    return warmstart(con, preset=cfg, seed=seed, log=WarmStartProgress(cfg.backbone.sft_steps), kg_tool=kg_tool)
+    return warmstart(con, preset=cfg, seed=seed, log=WarmStartProgress(cfg.backbone.sft_steps), kg_tool=kg_tool,
+                     extra_demos=extra_demos)
 
 
 def as_table(mapping: dict, value: str = "value"):
@@ -109,14 +111,15 @@ class Setting:
     dataset: str  # the QA set evaluated (split 'test'); "" when the preset names none
     overrides: dict
 
-    def base(self, con, seed: int = 0, kg_tool: dict | None = None):
+    def base(self, con, seed: int = 0, kg_tool: dict | None = None, extra_demos=None):
         """The base model: the ``model`` parameter, else the preset's warm start (tiny backbones,
-        ``warm_start``; with ``kg_tool``, DynaSearcher's KG warm start, ``method.train.kg_warmstart``)
+        ``warm_start``; with ``kg_tool``, DynaSearcher's KG warm start, ``method.train.kg_warmstart``;
+        with ``extra_demos``, EoG's topology warm start, ``method.eog_warmstart.topology_demos``)
         or its ``backbone.model`` (``paths.local_model``), as ``workbench train``."""
         if self.model:
             return self.model
         if self.cfg.backbone.model == "tiny":
-            return warm_start(con, self.cfg, seed=seed, kg_tool=kg_tool)
+            return warm_start(con, self.cfg, seed=seed, kg_tool=kg_tool, extra_demos=extra_demos)
         return paths.local_model(self.cfg.backbone.model)
 
     def train(self, con, run: str, method: str, overrides: dict | None = None, **kwargs) -> list[dict]:

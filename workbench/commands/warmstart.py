@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kg", action="store_true",
                    help="DynaSearcher's warm start: demonstrations that use the KG tool too (its own cache key; "
                         "the KG tool's settings from method.kg_max_triples, method.kg_min_similarity)")
+    p.add_argument("--topology", action="store_true",
+                   help="EoG's warm start: proposer demonstrations of its query prompt too, every pattern (its own "
+                        "cache key; the prompt from method.topology_prompt; what the EoG rows start from)")
     add_set(p)
     p.set_defaults(func=run)
 
@@ -40,13 +43,21 @@ def run(args: argparse.Namespace) -> int:
         settings["backbone.sft_steps"] = args.steps
     cfg = preset(args.preset, **settings)
     kg = {"max_triples": cfg.method.kg_max_triples, "min_similarity": cfg.method.kg_min_similarity} if args.kg else None
+    extra = None
+    if args.topology:
+        from workbench.method.eog_warmstart import TopologyDemos
+
+        extra = TopologyDemos.from_config(cfg)
     path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,
-                     val_per_family=args.val_per_family or VAL_PER_FAMILY, retrain=args.retrain, kg_tool=kg)
+                     val_per_family=args.val_per_family or VAL_PER_FAMILY, retrain=args.retrain, kg_tool=kg,
+                     extra_demos=extra)
     meta = json.loads((Path(path) / "workbench.json").read_text())
     print(path)
     print(f"train loss {meta['train_loss_first']:.3f} -> {meta['train_loss_last']:.3f} "
           f"({meta['steps']} steps, {meta['demonstrations']} demonstrations from {meta['worlds']} worlds)")
     print(f"wall time {meta['seconds']['total']:.0f} s (sft {meta['seconds']['sft']:.0f} s) when trained")
+    if "extra_demos" in meta:
+        print("its own demonstrations per family: " + ", ".join(f"{k} {v}" for k, v in meta["extra_demos"].items()))
     print("val EM (greedy) per family:")
     for family, v in meta["val_em"].items():
         print(f"  {family:<12} n={v['n']:<5} EM {100 * v['em']:5.1f}  [{100 * v['low']:5.1f}, {100 * v['high']:5.1f}]")

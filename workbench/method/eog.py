@@ -95,11 +95,13 @@ def parse_patterns(text: str) -> tuple[str, ...]:
 def _pool(graph: topology.TopologyGraph, pattern: str, n: int, seed: int, max_answers: int,
           held_out: Callable[[topology.Query], bool] | None) -> list[topology.Query]:
     """Up to ``n`` queries of ``pattern`` (``topology.sample_queries``) that ``held_out`` does not
-    claim: a hit is redrawn by asking the same seed for more (its draws extend, never reorder)."""
+    claim and whose answer sets hold none of their anchors (such a question names an answer: the
+    gate rejects it, as the held-out set leaves it out, ``topology_qa.askable_queries``): a query
+    left out is redrawn by asking the same seed for more (its draws extend, never reorder)."""
     k = n
     while True:
         drawn = topology.sample_queries(graph, pattern, k, seed=seed, max_answers=max_answers)
-        kept = [q for q in drawn if not held_out(q)] if held_out is not None else drawn
+        kept = [q for q in drawn if not set(q.anchors) & set(q.answers) and (held_out is None or not held_out(q))]
         if len(kept) >= n or len(drawn) < k:
             return kept[:n]
         k += n - len(kept)
@@ -110,7 +112,7 @@ def draw_queries(graph: topology.TopologyGraph, patterns: Sequence[str], n: int,
     """``n`` queries, each of a pattern drawn uniformly from ``patterns`` (ours), deterministic by
     ``seed``; a pattern the graph cannot ground is redrawn among the others. A query ``held_out``
     claims (the store's test set, ``topology_qa.held_out_keys``) is redrawn: training never poses
-    a test query.
+    a test query; so is one whose answer set holds one of its anchors (:func:`_pool`).
 
     Example:
         >>> from workbench.kg.walks import CSRGraph
@@ -257,11 +259,23 @@ def topology_prompts(policy_chat_prompt: Callable[[str], str], views: Sequence[T
     """
     if m < 1:
         raise ValueError(f"m (candidates per query) must be >= 1, got {m!r}")
+    return [policy_chat_prompt(topology_user_message(v, prompt)) for v in views for _ in range(m)]
+
+
+def topology_user_message(view: TopologyView, prompt: str = "witness") -> str:
+    """The proposer's user message for one query, before the chat format (what a round prompts
+    with and what the topology warm start demonstrates): ``prompt`` is ``method.topology_prompt``.
+
+    Example:
+        >>> v = TopologyView(-1, "", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""], pattern="1p", n_anchors=1)
+        >>> topology_user_message(v, "query").splitlines()[-1]
+        'x is one of: Rome'
+    """
     if prompt not in TOPOLOGY_PROMPTS:
         raise ValueError(f"method.topology_prompt: expected one of {list(TOPOLOGY_PROMPTS)}, got {prompt!r}")
-    render = (lambda v: render_witness(v)) if prompt == "witness" else (
-        lambda v: TOPOLOGY_INSTRUCTION + "Query:\n" + render_query(v) + "\n")
-    return [policy_chat_prompt(render(v)) for v in views for _ in range(m)]
+    if prompt == "witness":
+        return render_witness(view)
+    return TOPOLOGY_INSTRUCTION + "Query:\n" + render_query(view) + "\n"
 
 
 def topology_choices(views: Sequence[TopologyView], m: int) -> Choices:
@@ -309,9 +323,39 @@ def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | N
     return check_candidate(candidate, query_checks)
 
 
+MIN_STEM = 4  # ours: the shortest word another word may extend ('rise' -> 'rises'; 'set' only itself)
+SHARED_PREFIX = 5  # ours: the shortest shared beginning of two forms of one word ('directed', 'director')
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether two lowercase words are forms of one word (ours; a crude stemmer without a word list,
+    since the workbench ships none): equal, or the shorter of at least :data:`MIN_STEM` letters
+    begins the longer ('rise'/'rises', 'citizen'/'citizenship'), or they share their first
+    :data:`SHARED_PREFIX` letters ('directed'/'director', 'employed'/'employer'). Synonyms
+    ('attend' for 'educated') and irregular forms ('wrote'/'written') stay apart.
+
+    Example:
+        >>> same_word("director", "directed"), same_word("rises", "rise"), same_word("born", "borders")
+        (True, True, False)
+        >>> same_word("set", "settled"), same_word("wrote", "written")
+        (False, False)
+    """
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    return (len(short) >= MIN_STEM and long_.startswith(short)) or (
+        len(short) >= SHARED_PREFIX and short[:SHARED_PREFIX] == long_[:SHARED_PREFIX])
+
+
+def _matches(word: str, words: set[str]) -> bool:
+    return word in words or any(same_word(word, w) for w in words)
+
+
 class TopologyVerifier:
     """Deterministic verifier of a question against its query (the tiny tier; ours, after
-    ``gate.StructuralVerifier``), from the question's content words (stopwords and wh-words out):
+    ``gate.StructuralVerifier``), from the question's content words (stopwords and wh-words out),
+    a word counting where any form of it occurs (:func:`same_word`: 'Who is the director of X?'
+    touches `directed by`):
 
     * faithfulness: the mean of (content words found in the relation labels, anchor titles or
       anchor passages) and (anchors named in the question): the question must be grounded;
@@ -319,6 +363,9 @@ class TopologyVerifier:
       question must walk the whole skeleton (1p has one relation, and needs one);
     * answer_focus: 1 when a relation ending at x (:data:`ANSWER_RELATIONS`) is touched;
     * clarity: one '?' at the end and ``min_words``..``max_words`` words.
+
+    Word forms are EoG's alone: the chain methods' ``gate.StructuralVerifier`` matches label words
+    exactly, so their gate is unchanged.
     """
 
     def __init__(self, min_words: int = 4, max_words: int = 40):
@@ -332,8 +379,8 @@ class TopologyVerifier:
         for i, (question, answer) in enumerate(candidates):
             words = _words(question)
             content = [w for w in words if w not in STOPWORDS]
-            touched = {j for j, rw in enumerate(rel_words) if rw & set(content)}
-            grounded = sum(w in vocab for w in content) / len(content) if content else 0.0
+            touched = {j for j, rw in enumerate(rel_words) if any(_matches(w, rw) for w in content)}
+            grounded = sum(_matches(w, vocab) for w in content) / len(content) if content else 0.0
             scores = {
                 "faithfulness": (grounded + sum(_names(question, a) for a in anchors) / len(anchors)) / 2,
                 "multi_hop": len(touched) / len(rel_words),

@@ -39,6 +39,7 @@ from workbench import paths, store
 from workbench.config import Config, preset as get_preset
 from workbench.kg import topology_qa
 from workbench.method import distributed
+from workbench.method.eog_warmstart import topology_demos
 from workbench.method.loop import Trainer
 from workbench.method.methods import method_spec, uses_kg_tool
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
@@ -148,7 +149,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
             topology_qa.ensure_topology_questions(con)
         base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
             con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress),
-            kg_tool=kg_warmstart(spec, cfg)))
+            kg_tool=kg_warmstart(spec, cfg), extra_demos=topology_demos(spec, cfg)))
         found = latest_checkpoint(folder) if resume else None
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")

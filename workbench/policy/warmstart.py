@@ -64,9 +64,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -201,24 +202,43 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
     return demos
 
 
+class ExtraDemos(Protocol):
+    """Proposer demonstrations of another prompt, made in each throwaway world by a higher layer (EoG's
+    topology queries: ``method.eog_warmstart.TopologyDemos``). ``name`` and ``settings`` enter the cache
+    key (``params[name]``); ``share`` is their share of the proposer demonstrations; each demonstration's
+    family starts with ``name + ':'`` (the warm start's report counts them by family)."""
+
+    name: str
+    settings: dict
+    share: float
+
+    def __call__(self, con, seed: int, eos: str) -> list[Demo]: ...
+
+
 def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
              proposer_share: float = PROPOSER_SHARE, n_entities: int = DEMO_ENTITIES,
              index: str = "bm25", topk: int = 3, eos: str = "<|im_end|>",
-             long_rate: float = 1.0, kg: dict | None = None) -> tuple[list[Demo], int]:
+             long_rate: float = 1.0, kg: dict | None = None,
+             extra: ExtraDemos | None = None) -> tuple[list[Demo], int]:
     """At least ``n_solver`` solver demonstrations (plus proposer ones, ``proposer_share`` of the
     mix) from throwaway TinyWorlds of ``n_entities`` entities, seeds derived from ``seed``; the
     longer families' questions kept at ``long_rate``. Returns (demos, worlds built). Deterministic by seed.
     ``kg`` (``KGSearch`` keyword arguments) makes the solver demonstrations use the KG tool too.
+    ``extra`` takes ``extra.share`` of the proposer demonstrations (the chain ones keep the rest, so
+    the mix's size and its solver demonstrations are the default's).
     """
     from workbench.kg.tinyworld import build_world
     from workbench.search.tool import SearchTool
 
-    n_proposer = int(round(n_solver * proposer_share / max(1e-9, 1 - proposer_share)))
-    solver, proposer, worlds = [], [], 0
-    while len(solver) < n_solver or len(proposer) < n_proposer:
+    n_all = int(round(n_solver * proposer_share / max(1e-9, 1 - proposer_share)))
+    n_extra = int(round(n_all * extra.share)) if extra is not None else 0
+    n_proposer = n_all - n_extra
+    solver, proposer, extras, worlds = [], [], [], 0
+    while len(solver) < n_solver or len(proposer) < n_proposer or len(extras) < n_extra:
         if worlds >= MAX_WORLDS:
-            raise ValueError(f"warm start: {MAX_WORLDS} throwaway worlds gave only {len(solver)} solver and "
-                             f"{len(proposer)} proposer demonstrations; lower sft_steps or raise n_entities")
+            raise ValueError(f"warm start: {MAX_WORLDS} throwaway worlds gave only {len(solver)} solver, "
+                             f"{len(proposer)} proposer and {len(extras)} {extra.name if extra else 'other'} "
+                             "demonstrations; lower sft_steps or raise n_entities")
         con = store.connect(":memory:")
         try:
             world_seed = WORLD_SEED_OFFSET * (seed + 1) + worlds
@@ -232,11 +252,13 @@ def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
             for demo in world_demos(con, search, families, n_proposer > len(proposer), eos, long_rate, world_seed,
                                     kg_tool):
                 (solver if demo.role == "solver" else proposer).append(demo)
+            if len(extras) < n_extra:
+                extras += extra(con, world_seed, eos)
         finally:
             con.close()
         worlds += 1
     rng = np.random.default_rng(seed)
-    demos = solver[:n_solver] + proposer[:n_proposer]
+    demos = solver[:n_solver] + proposer[:n_proposer] + extras[:n_extra]
     return [demos[i] for i in rng.permutation(len(demos))], worlds
 
 
@@ -485,7 +507,7 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
               families: Sequence[str] = DEMO_FAMILIES, n_entities: int = DEMO_ENTITIES,
               epochs: float = DEMO_EPOCHS, proposer_share: float = PROPOSER_SHARE,
               val_per_family: int = VAL_PER_FAMILY, retrain: bool = False, log=print,
-              kg_tool: dict | None = None) -> Path:
+              kg_tool: dict | None = None, extra_demos: ExtraDemos | None = None) -> Path:
     """Train (or reuse from the cache) the tiny backbone's warm start; return its model directory.
 
     ``db`` is the evaluated world's store (path or connection): its passages enter the cache key
@@ -500,6 +522,10 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
     with ``<kg_search>`` (:func:`solver_demo`, the deterministic overlap filter), its tokenizer
     keeps the KG tags whole, and its validation offers the KG tool. It has its own cache key (the
     default's is unchanged) and is trained on demand, as the default is when missing.
+
+    ``extra_demos`` (:class:`ExtraDemos`; EoG's topology warm start, ``method.eog_warmstart``) puts
+    proposer demonstrations of another prompt into the mix, likewise under its own key
+    (``params[extra_demos.name]``) and evaluation label (``base_<name>``).
 
     Example:
         >>> # path = warmstart("data/tiny.duckdb", "tiny", out_dir="data/models/base")
@@ -526,11 +552,15 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
                   "proposer_share": proposer_share, "val_per_family": val_per_family, "preset": cfg.name}
         if kg_tool is not None:  # only then: the default warm start's key stays what it was
             params["kg_tool"] = kg_settings(kg_tool)
+        if extra_demos is not None:  # likewise
+            if extra_demos.name in params:
+                raise ValueError(f"extra_demos.name {extra_demos.name!r} is a warm-start parameter already")
+            params[extra_demos.name] = dict(extra_demos.settings)
         key = cache_key(corpus.content_hash(), cfg, seed, params)
         cached = paths.cache_dir() / "warmstart" / key
         shipped = shipped_dir() / key
         if retrain:
-            _train(con, cfg, seed, params, key, cached, log, replace=True)
+            _train(con, cfg, seed, params, key, cached, log, replace=True, extra=extra_demos)
         elif (cached / "workbench.json").exists():
             if log:
                 log(f"warm start {key}: reusing {cached}")
@@ -540,7 +570,7 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
                 log(f"warm start {key}: the copy shipped in {shipped} (same key: same world, settings and "
                     f"code; `workbench warmstart --retrain` trains it here instead)")
         else:
-            _train(con, cfg, seed, params, key, cached, log)
+            _train(con, cfg, seed, params, key, cached, log, extra=extra_demos)
     finally:
         if own:
             con.close()
@@ -552,7 +582,8 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
     return out_dir
 
 
-def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replace: bool = False) -> None:
+def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replace: bool = False,
+           extra: ExtraDemos | None = None) -> None:
     import torch
 
     from workbench.policy.rollout import load_questions, score_questions
@@ -567,7 +598,8 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
     n_solver = max(b.sft_batch, round(n_examples * (1 - params["proposer_share"])))
     kg = params.get("kg_tool")
     demos, worlds = demo_set(n_solver, seed, params["families"], params["proposer_share"],
-                             params["n_entities"], cfg.search.index, cfg.search.topk, IM_END, b.sft_long_rate, kg)
+                             params["n_entities"], cfg.search.index, cfg.search.topk, IM_END, b.sft_long_rate, kg,
+                             extra)
     t_demos = time.perf_counter() - start
     tok = train_tokenizer(tokenizer_corpus(demos, kg=kg is not None), b.vocab_size,
                           extra_tokens=protocol.KG_TAGS if kg is not None else ())
@@ -607,6 +639,10 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
             "threads": torch.get_num_threads()}
     if kg is not None:  # its own evaluation label (tiny/base_kg/...), beside the default base's
         meta["kg_tool"], meta["method"] = kg, "base_kg"
+    if extra is not None:  # likewise (tiny/base_topology/...)
+        meta[extra.name], meta["method"] = params[extra.name], f"base_{extra.name}"
+        meta["extra_demos"] = dict(sorted(Counter(e.family for e in examples
+                                                  if e.family.startswith(f"{extra.name}:")).items()))
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
     try:
