@@ -320,3 +320,17 @@ def test_dr_free_under_ranks_records_the_one_process_stage_timings(db, tmp_path)
     finally:
         con.close()
     assert "time_proposer_reward" in one and ranks == one
+
+
+def test_a_rank_that_fails_is_its_exit_code_and_a_line_not_a_traceback(db):
+    """An error only a rank meets (here the base model, which the launching process does not load):
+    the rank's own line, then which rank failed; the exit code is the rank's (2: bad input)."""
+    cmd = [sys.executable, "-m", "workbench.cli", "train", "--gpus", "2", "--preset", "smoke", "--run", "no-base",
+           "--steps", "1", "--db", db, "--model", "/nonexistent/model"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
+                          timeout=600)
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert err[-1] == "workbench train --gpus 2: rank 0 failed (exit code 2); its error is above"
+    assert any("/nonexistent/model" in line for line in err) and "Traceback" not in done.stderr
+    assert len(err) <= 3, done.stderr  # the rank's error, the other rank's lost connection, the summary

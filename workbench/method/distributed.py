@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -460,6 +461,11 @@ def launch(n: int, argv: list[str]) -> int:
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
                           start_method="spawn")
+    # the launcher's own notices of a failure (closing signals, "failed (exitcode ...)") are what
+    # the one line below says; its other logs stay
+    quiet = logging.getLogger("torch.distributed.elastic.multiprocessing.api")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
     try:
         elastic_launch(config, sys.executable)("-m", "workbench.cli", *argv)
     except ChildFailedError as err:
@@ -470,4 +476,5 @@ def launch(n: int, argv: list[str]) -> int:
         return code
     finally:
         del os.environ[LAUNCHED]
+        quiet.setLevel(level)
     return 0

@@ -146,7 +146,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             cfg = _same_settings(runs, spec.name, cfg)
         state = json.loads((found / "state.json").read_text()) if found else {"completed": 0, "best_val": -1.0}
-        distributed.check_resume(state, cfg, world)
+        if found:
+            distributed.check_resume(state, cfg, world)
         state = distributed.with_world(state, world)
         policy, reference = load_policies(cfg, base, found, world)
         search = make_retriever(con, cfg.search)
