@@ -152,6 +152,8 @@ def test_two_ranks_resume_gives_the_uninterrupted_run(db):
     whole, halves = _metrics(db, "whole"), _metrics(db, "halves")
     assert [r["round"] for r in halves] == [0, 1]
     _assert_close(whole, halves)
+    with pytest.raises(ValueError, match="--gpus 2"):  # the ranks' seeds depend on the world size
+        train(db, run="halves", preset="smoke", steps=3, resume=True, overrides=SPREAD, progress=False, log=None)
 
 
 # -- the review's fixes (2026-12-01) --------------------------------------------------------------
