@@ -328,7 +328,7 @@ def follow(dist: Dist, load_policies, log=print) -> list[dict]:
     setup = dist.broadcast()
     cfg, state = setup["cfg"], setup["state"]
     found = Path(setup["found"]) if setup["found"] else None
-    policy, reference = load_policies(cfg, setup["base"], found)
+    policy, reference = load_policies(cfg, setup["base"], found, dist.world)
     dist.url = setup["url"]
     search = RemoteRetriever(dist.url, topk=cfg.search.topk)
     kg = RemoteKGSearch(dist.url) if setup["kg"] else None
