@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "rank 0 writes the store (README, 'Several GPUs')")
     add_set(p)
     add_db(p)
-    p.set_defaults(func=_train)
+    p.set_defaults(func=_train, train_parser=p)
 
     runs = sub.add_parser("runs", help="inspect training runs")
     rsub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
@@ -44,16 +44,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    import os
-
-    from workbench.method.train import train
+    from workbench.method import distributed
+    from workbench.method.train import preflight, train
 
     if args.gpus < 1:
         raise ValueError(f"--gpus {args.gpus}: expected a number of processes >= 1")
-    if args.gpus > 1 and "WORLD_SIZE" not in os.environ:  # this process launches the ranks
-        from workbench.method.distributed import launch
-
-        return launch(args.gpus, _rank_argv(args))
+    if args.gpus > 1 and not distributed.launched():  # this process launches the ranks
+        # train's own checks first, here: a bad input is one line and exit code 2, not a failed rank
+        preflight(db_path(args), run=args.run, method=args.method, preset=args.preset, steps=args.steps,
+                  resume=args.resume, seed=args.seed, overrides=overrides(args), overwrite=args.overwrite,
+                  world=args.gpus)
+        return distributed.launch(args.gpus, _rank_argv(args, args.train_parser))
 
     metrics = train(db_path(args), run=args.run, method=args.method, preset=args.preset, steps=args.steps,
                     resume=args.resume, seed=args.seed, overrides=overrides(args),
@@ -65,16 +66,25 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rank_argv(args: argparse.Namespace) -> list[str]:
-    """The ``workbench train`` arguments each rank runs (``--gpus`` left out; ``--run=`` keeps the
-    launcher's parser from reading it as one of its own options)."""
-    argv = ["train", "--preset", args.preset, "--method", args.method, f"--run={args.run}", "--db", db_path(args)]
-    for flag, value in (("--steps", args.steps), ("--seed", args.seed), ("--model", args.model)):
-        if value is not None:
-            argv += [flag, str(value)]
-    argv += ["--resume"] * args.resume + ["--overwrite"] * args.overwrite
-    for pair in args.overrides:
-        argv += ["--set", pair]
+def _rank_argv(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """The ``workbench train`` arguments each rank runs: every option of ``parser`` as parsed into
+    ``args`` (``--gpus`` left out; the store as resolved here), so a flag added to ``train`` reaches
+    the ranks. Each value is ``--flag=value``: a value that starts with '-' stays a value."""
+    argv = ["train"]
+    for action in parser._actions:
+        if not action.option_strings or action.dest in ("help", "gpus"):
+            continue
+        flag, value = max(action.option_strings, key=len), getattr(args, action.dest)
+        if action.dest == "db":
+            value = db_path(args)
+        if isinstance(action, argparse._StoreTrueAction):
+            argv += [flag] * bool(value)
+        elif isinstance(action, argparse._AppendAction):
+            argv += [f"{flag}={v}" for v in value or []]
+        elif isinstance(action, argparse._StoreAction):
+            argv += [f"{flag}={value}"] * (value is not None)
+        else:
+            raise TypeError(f"train's option {flag}: {type(action).__name__} is not forwarded to the ranks")
     return argv
 
 

@@ -1,9 +1,12 @@
 """The loop on several processes (issue 20): torch.distributed data parallelism, one writer.
 
-Launched by ``torchrun --nproc-per-node N -m workbench.cli train ...`` (README, "Several GPUs"):
-torchrun sets ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` and tears the
-group down when any rank fails. :func:`from_env` is None in one process, so a plain
-``workbench train`` runs exactly the one-process code (no hook below is reached).
+Launched by ``workbench train --gpus N`` (:func:`launch`: torch's elastic launcher, what
+``torchrun --standalone --nproc-per-node N`` does; ``torchrun`` itself cannot launch it, README
+"Several GPUs"). The launcher sets ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/
+``MASTER_PORT``, :func:`launch` adds ``WORKBENCH_DIST_LAUNCHED=1``, and the launcher tears the group
+down when any rank fails. :func:`from_env` is None without that variable (a plain ``workbench
+train``, also inside a SLURM or torchrun job that sets ``WORLD_SIZE``), so one process runs exactly
+the one-process code (no hook below is reached).
 
 One round on N ranks, same order as ``loop.Trainer.run_round``:
 
@@ -40,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -104,10 +108,12 @@ class Dist:
         return order[self.rank::self.world]
 
     def all_reduce_step(self, params: list[torch.Tensor], sums: dict, bucket: int = 1 << 26) -> dict:
-        """Sum every trainable gradient (a missing one counts as zeros) over ranks, in place, in
-        flat buffers of at most ``bucket`` elements; returns ``sums`` (the step's loss/KL/... sums,
-        float64 as one process keeps them) summed over ranks."""
+        """Sum every trainable gradient over ranks, in place, in flat buffers of at most ``bucket``
+        elements (a rank without a gradient adds zeros); a parameter no rank has a gradient for
+        gets None back, so AdamW skips it as one process would. Returns ``sums`` (the step's
+        loss/KL/... sums, float64 as one process keeps them) summed over ranks."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        has = [float(p.grad is not None) for p in params]
         start = 0
         while start < len(grads):
             stop, size = start, 0
@@ -122,13 +128,20 @@ class Dist:
                 offset += g.numel()
             start = stop
         keys = sorted(sums)
-        totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64,
+        # the has-gradient flags ride in the sums' collective: one all_reduce fewer a step
+        totals = torch.tensor([sums[k] for k in keys] + has, dtype=torch.float64,
                               device=grads[0].device if grads else "cpu")
         torch_dist.all_reduce(totals, op=torch_dist.ReduceOp.SUM)
-        return dict(zip(keys, totals.tolist()))
+        totals = totals.tolist()
+        for p, n in zip(params, totals[len(keys):]):
+            if n == 0:
+                p.grad = None
+        return dict(zip(keys, totals[:len(keys)]))
 
-    def close(self) -> None:
-        """Stop rank 0's retrieval server (if it serves one); print its peak GPU memory."""
+    def close(self, ok: bool = True) -> None:
+        """Stop rank 0's retrieval server (if it serves one), print this rank's peak GPU memory and
+        leave the process group. After an error only a gloo group is destroyed: an NCCL
+        teardown can wait on the peers' pending collectives (the launcher stops them instead)."""
         print(peak_line(self.rank), flush=True)
         if self._server is not None:
             server, thread = self._server
@@ -136,6 +149,8 @@ class Dist:
             server.server_close()
             thread.join()
             self._server = None
+        if torch_dist.is_initialized() and (ok or torch_dist.get_backend() == "gloo"):
+            torch_dist.destroy_process_group()
 
 
 def peak_line(rank: int) -> str:
@@ -151,18 +166,32 @@ def peak_line(rank: int) -> str:
     return f"rank {rank}: peak GPU memory {torch.cuda.max_memory_allocated() / 2 ** 30:.2f} GiB"
 
 
-def from_env(env=None) -> Dist | None:
-    """The process group torchrun describes in ``env`` (default ``os.environ``), joined once; None
-    for one process (``WORLD_SIZE`` unset or 1). NCCL on CUDA (each rank on GPU ``LOCAL_RANK``,
-    NVLink multicast off: ``NCCL_NVLS_ENABLE=0`` unless set), gloo on the CPU.
+LAUNCHED = "WORKBENCH_DIST_LAUNCHED"  # set by launch() for its ranks: only they join a group
+
+
+def launched(env=None) -> bool:
+    """Whether this process is a rank :func:`launch` started (``WORKBENCH_DIST_LAUNCHED=1``).
 
     Example:
-        >>> from_env({}) is None
-        True
+        >>> launched({"WORLD_SIZE": "4"})
+        False
+    """
+    return (os.environ if env is None else env).get(LAUNCHED) == "1"
+
+
+def from_env(env=None) -> Dist | None:
+    """The process group the launcher describes in ``env`` (default ``os.environ``), joined once;
+    None for one process: not a rank of :func:`launch` (a ``WORLD_SIZE`` of a SLURM or torchrun job
+    around a plain ``train`` is not ours), or ``WORLD_SIZE`` unset or 1. NCCL on CUDA (each rank on
+    GPU ``LOCAL_RANK``, NVLink multicast off: ``NCCL_NVLS_ENABLE=0`` unless set), gloo on the CPU.
+
+    Example:
+        >>> from_env({}) is None, from_env({"WORLD_SIZE": "2", "RANK": "1"}) is None
+        (True, True)
     """
     env = os.environ if env is None else env
     world = int(env.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    if world <= 1 or not launched(env):
         return None
     rank = int(env["RANK"])
     if not torch_dist.is_initialized():
@@ -176,6 +205,85 @@ def from_env(env=None) -> Dist | None:
         else:
             torch_dist.init_process_group("gloo", timeout=timeout)
     return Dist(rank, world)
+
+
+def rank_backend(name: str, world: int) -> str:
+    """``rollout.backend`` for a rank of ``world``: ``auto`` is Hugging Face under several ranks
+    (one vLLM engine per rank needs vLLM's ``external_launcher`` mode, not wired yet), an explicit
+    ``vllm`` is refused there; one process keeps ``name``.
+
+    Example:
+        >>> rank_backend("auto", 2), rank_backend("auto", 1)
+        ('hf', 'auto')
+        >>> rank_backend("vllm", 2)
+        Traceback (most recent call last):
+        ...
+        ValueError: rollout.backend='vllm' under --gpus 2: one vLLM engine per rank is not supported yet (vLLM's external_launcher mode is not wired); use rollout.backend=hf or auto (hf under --gpus)
+    """
+    if world <= 1:
+        return name
+    if name == "vllm":
+        raise ValueError(f"rollout.backend='vllm' under --gpus {world}: one vLLM engine per rank is not supported "
+                         "yet (vLLM's external_launcher mode is not wired); use rollout.backend=hf or auto "
+                         "(hf under --gpus)")
+    return "hf" if name == "auto" else name
+
+
+def check_config(cfg, spec, world: int) -> None:
+    """Refuse what ``world`` > 1 ranks cannot run as one process does: ``rollout.backend=vllm``
+    (:func:`rank_backend`) and ``method.kg_filter=llm`` with the KG tool on (the other ranks'
+    ``/kg_search`` would run rank 0's policy in its server thread, concurrently with rank 0's
+    rollouts and their seeded RNG: not deterministic, and vLLM is not thread-safe).
+
+    Example:
+        >>> from workbench.config import preset
+        >>> from workbench.method.methods import method_spec
+        >>> check_config(preset("smoke", **{"method.kg_filter": "llm"}), method_spec("dynasearcher"), 2)
+        Traceback (most recent call last):
+        ...
+        ValueError: method.kg_filter='llm' under --gpus 2: the other ranks' KG searches would be judged by rank 0's policy in its server thread, concurrently with its rollouts (not deterministic); use method.kg_filter=overlap or none, or one process
+    """
+    from workbench.method.methods import uses_kg_tool
+
+    if world <= 1:
+        return
+    rank_backend(cfg.rollout.backend, world)
+    if cfg.method.kg_filter == "llm" and uses_kg_tool(spec, cfg.method.kg_tool):
+        raise ValueError(f"method.kg_filter='llm' under --gpus {world}: the other ranks' KG searches would be "
+                         "judged by rank 0's policy in its server thread, concurrently with its rollouts (not "
+                         "deterministic); use method.kg_filter=overlap or none, or one process")
+
+
+def check_resume(state: dict, cfg, world: int) -> None:
+    """Refuse resuming at ``world`` ranks a checkpoint (its ``state.json``: ``world``, absent for one
+    process) made at another number of ranks with sharded rollouts: each rank's rollout seed
+    depends on its rank and the world size, so the continued run would sample another run's
+    rollouts. Replicated rollouts (``rollout.data_parallel=replicate``) do not depend on it.
+
+    Example:
+        >>> from workbench.config import preset
+        >>> check_resume({"completed": 1, "world": 2}, preset("smoke"), 1)
+        Traceback (most recent call last):
+        ...
+        ValueError: --resume: the checkpoint was made on 2 processes with sharded rollouts (each rank its own seed); resume it with --gpus 2 (or start a new --run)
+        >>> check_resume({"completed": 1, "world": 2}, preset("smoke", **{"rollout.data_parallel": "replicate"}), 1)
+    """
+    made = int(state.get("world", 1))
+    if made != world and cfg.rollout.data_parallel == "shard":
+        raise ValueError(f"--resume: the checkpoint was made on {made} process{'es' * (made > 1)} with sharded "
+                         f"rollouts (each rank its own seed); resume it with --gpus {made} (or start a new --run)")
+
+
+def with_world(state: dict, world: int) -> dict:
+    """``state`` recording the world size its next checkpoints are made at (no key for one process:
+    one-process checkpoints stay as they were).
+
+    Example:
+        >>> with_world({"completed": 1, "world": 2}, 1), with_world({"completed": 0}, 2)
+        ({'completed': 1}, {'completed': 0, 'world': 2})
+    """
+    out = {k: v for k, v in state.items() if k != "world"}
+    return {**out, "world": world} if world > 1 else out
 
 
 def lead(dist: Dist, trainer, base, found, state: dict) -> None:
@@ -220,29 +328,47 @@ def follow(dist: Dist, load_policies, log=print) -> list[dict]:
     setup = dist.broadcast()
     cfg, state = setup["cfg"], setup["state"]
     found = Path(setup["found"]) if setup["found"] else None
-    policy, reference = load_policies(cfg, setup["base"], found)
+    policy, reference = load_policies(cfg, setup["base"], found, dist.world)
     dist.url = setup["url"]
     search = RemoteRetriever(dist.url, topk=cfg.search.topk)
     kg = RemoteKGSearch(dist.url) if setup["kg"] else None
     trainer = Trainer(None, cfg, method_spec(setup["method"]), setup["run"], policy, reference, search, kg=kg)
     if found:
-        trainer.load_state_dict({**state, "optimizer": torch.load(found / "optimizer.pt")})
+        trainer.load_state_dict({**state, "optimizer": load_optimizer(found, trainer.policy.device)})
     trainer.dist = dist
-    for t in range(state["completed"], cfg.method.steps):
-        trainer.run_round(t)
-    log(f"rank {dist.rank}: {cfg.method.steps - state['completed']} rounds done (rank 0 writes the store); "
-        + peak_line(dist.rank))
+    ok = False
+    try:
+        for t in range(state["completed"], cfg.method.steps):
+            trainer.run_round(t)
+        ok = True
+    finally:
+        dist.close(ok)
+    log(f"rank {dist.rank}: {cfg.method.steps - state['completed']} rounds done (rank 0 writes the store)")
     return []
 
 
-def propose(trainer, t: int):
-    """Steps 1-2 on rank 0 (and Dr. Free's rollout-free R_p), broadcast to every rank."""
+def load_optimizer(found, device) -> dict:
+    """The optimiser state of checkpoint ``found`` onto ``device`` (the policy's): saved from rank
+    0's GPU, it would otherwise load onto cuda:0 on every rank.
+
+    Example:
+        >>> # trainer.load_state_dict({**state, "optimizer": load_optimizer(found, policy.device)})
+    """
+    return torch.load(found / "optimizer.pt", map_location=device)
+
+
+def propose(trainer, t: int, lap):
+    """Steps 1-2 on rank 0 (and Dr. Free's rollout-free R_p), broadcast to every rank; ``lap``
+    (``loop.Laps``) times them as one process does (``proposer_gate``, ``proposer_reward``)."""
     tasks, slots = None, None
     if trainer.dist.is_main:
         tasks, slots = trainer.propose(t)
-        if trainer.rollout_free:
+    lap("proposer_gate")
+    if trainer.rollout_free:
+        if trainer.dist.is_main:
             trainer.reward_proposer(t, tasks)
-    tasks, slots = trainer.dist.broadcast((tasks, slots))
+        lap("proposer_reward")
+    tasks, slots = trainer.dist.broadcast((tasks, slots))  # counted in the rollouts' time
     trainer.search.reset_cache_stats()  # each rank's own lookups (Dr. Free's searches come before)
     return tasks, slots
 
@@ -292,8 +418,7 @@ def run_round(trainer, t: int):
 
     torch.manual_seed(trainer.seed_for(t, 0))
     lap = Laps()
-    tasks, slots = propose(trainer, t)
-    lap("proposer_gate")
+    tasks, slots = propose(trainer, t, lap)
     solve(trainer, t, slots)
     lap("rollouts")
     tasks, slots = score(trainer, t, tasks, slots, trainer.evidence_graph)
@@ -311,7 +436,8 @@ def run_round(trainer, t: int):
 def launch(n: int, argv: list[str]) -> int:
     """Run ``python -m workbench.cli *argv`` on ``n`` local ranks under torch's elastic launcher
     (what ``torchrun --standalone --nproc-per-node n`` does; ``workbench train --gpus n``). A rank
-    that fails stops the others; returns 0, or raises the launcher's ChildFailedError.
+    that fails stops the others; returns 0, or the first failing rank's exit code after one line
+    saying which rank failed (its own error is printed above it).
 
     Example:
         >>> launch(1, ["train"])
@@ -322,6 +448,7 @@ def launch(n: int, argv: list[str]) -> int:
     import sys
     import uuid
 
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
@@ -330,8 +457,24 @@ def launch(n: int, argv: list[str]) -> int:
         raise ValueError(f"--gpus {n}: this machine has {torch.cuda.device_count()} CUDA devices")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # the device README: NVLink multicast off
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    os.environ[LAUNCHED] = "1"  # the ranks inherit it: only they join the group (from_env)
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
                           start_method="spawn")
-    elastic_launch(config, sys.executable)("-m", "workbench.cli", *argv)
+    # the launcher's own notices of a failure (closing signals, "failed (exitcode ...)") are what
+    # the one line below says; its other logs stay
+    quiet = logging.getLogger("torch.distributed.elastic.multiprocessing.api")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        elastic_launch(config, sys.executable)("-m", "workbench.cli", *argv)
+    except ChildFailedError as err:
+        rank, failure = err.get_first_failure()
+        code = failure.exitcode if failure.exitcode > 0 else 128 - failure.exitcode if failure.exitcode < 0 else 1
+        print(f"workbench {argv[0]} --gpus {n}: rank {rank} failed (exit code {failure.exitcode}); "
+              "its error is above", file=sys.stderr)
+        return code
+    finally:
+        del os.environ[LAUNCHED]
+        quiet.setLevel(level)
     return 0

@@ -126,21 +126,12 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     dist = distributed.from_env()  # None in one process: the code below, unchanged
     if dist is not None and not dist.is_main:  # rank 0's settings, checkpoint and retriever; no store
         return distributed.follow(dist, load_policies, log=log or (lambda *_: None))
-    folder = run_dir(run)
-    spec = method_spec(method)
-    overrides = dict(overrides or {})
-    if steps is not None:
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"--steps {steps!r}: expected a number of rounds >= 1")
-        overrides["method.steps"] = steps
-    if seed is not None:
-        overrides["method.seed"] = seed
-    if resume and overwrite:
-        raise ValueError("--resume and --overwrite: choose one (continue the run, or replace it)")
-    cfg = get_preset(preset, **overrides)
+    world = dist.world if dist is not None else 1
+    folder, spec, cfg = _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite, world)
     log = log or (lambda *_: None)
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
+    ok = False
     try:
         runs = RunStore(con, run)
         _claim_folder(folder, store_path(con), runs, resume, overwrite)
@@ -156,11 +147,14 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             cfg = _same_settings(runs, spec.name, cfg)
         state = json.loads((found / "state.json").read_text()) if found else {"completed": 0, "best_val": -1.0}
-        policy, reference = load_policies(cfg, base, found)
+        if found:
+            distributed.check_resume(state, cfg, world)
+        state = distributed.with_world(state, world)
+        policy, reference = load_policies(cfg, base, found, world)
         search = make_retriever(con, cfg.search)
         trainer = Trainer(con, cfg, spec, run, policy, reference, search)
         if found:
-            trainer.load_state_dict({**state, "optimizer": torch.load(found / "optimizer.pt")})
+            trainer.load_state_dict({**state, "optimizer": distributed.load_optimizer(found, policy.device)})
         if dist is not None:
             distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
@@ -174,25 +168,78 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
             raise
         runs.finish("done")
         _write_progress(trainer, folder, state, "done")
+        ok = True
         return run_metrics(con, run)
     finally:
         if dist is not None:
-            dist.close()
+            dist.close(ok)
         if own:
             con.close()
 
 
-def load_policies(cfg: Config, base, found: Path | None):
+def _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite, world: int):
+    """(folder, spec, cfg) of a run from ``train``'s arguments, each checked (the run name, the
+    method, ``steps``, --resume with --overwrite, every --set value; what ``world`` > 1 ranks cannot
+    run: ``distributed.check_config``)."""
+    folder = run_dir(run)
+    spec = method_spec(method)
+    overrides = dict(overrides or {})
+    if steps is not None:
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"--steps {steps!r}: expected a number of rounds >= 1")
+        overrides["method.steps"] = steps
+    if seed is not None:
+        overrides["method.seed"] = seed
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite: choose one (continue the run, or replace it)")
+    cfg = get_preset(preset, **overrides)
+    distributed.check_config(cfg, spec, world)
+    return folder, spec, cfg
+
+
+def preflight(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: int | None = None,
+              resume: bool = False, seed: int | None = None, overrides: dict | None = None,
+              overwrite: bool = False, world: int = 1) -> None:
+    """What :func:`train` would refuse before any work, checked without writing anything: ``train
+    --gpus N`` runs it before it starts N ranks, so a bad input is one line and exit code 2, not a
+    failed rank. The same checks as ``train``'s (its settings, the run folder and store row, a
+    resume's settings and world size); a store not there yet is one ``train`` creates.
+
+    Example:
+        >>> preflight("data/none.duckdb", run="..")
+        Traceback (most recent call last):
+        ...
+        ValueError: --run '..': expected a plain name (letters, digits, '.', '_', '-', starting with a letter or digit)
+    """
+    folder, spec, cfg = _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite, world)
+    if not Path(db).exists():
+        _check_folder(folder, str(Path(db).resolve()), None, resume, overwrite)
+        return
+    con = store.connect(db, read_only=True)
+    try:
+        runs = RunStore(con, run)
+        _check_folder(folder, store_path(con), runs, resume, overwrite)
+        found = latest_checkpoint(folder) if resume else None
+        if found:
+            cfg = _same_settings(runs, spec.name, cfg)
+            distributed.check_resume(json.loads((found / "state.json").read_text()), cfg, world)
+    finally:
+        con.close()
+
+
+def load_policies(cfg: Config, base, found: Path | None, world: int = 1):
     """(policy, reference) of a run from ``base`` and the checkpoint ``found`` (None: a new run), by
     :func:`make_policies`: a full fine-tune's policy from the checkpoint's ``model``, its reference
     a second copy of the base; LoRA's adapters from the checkpoint's ``adapter``, over the base in
-    bfloat16 on CUDA (float32 on the CPU). The policy generates with ``rollout.backend``; the
-    reference never generates.
+    bfloat16 on CUDA (float32 on the CPU). The policy generates with ``rollout.backend`` (on a rank
+    of ``world`` > 1, ``distributed.rank_backend``'s: 'auto' is Hugging Face); the reference never
+    generates.
     """
     from workbench.policy.generation import backend_settings
     from workbench.policy.model import Policy
 
     m, settings = cfg.method, backend_settings(cfg.rollout)
+    settings["backend"] = distributed.rank_backend(settings["backend"], world)
 
     def load(dtype, role: str):
         if role == "reference":
@@ -269,11 +316,24 @@ def _write_progress(trainer: Trainer, folder: Path, state: dict, status: str) ->
 
 
 def _claim_folder(folder: Path, db: str, runs: RunStore, resume: bool, overwrite: bool) -> None:
-    """Make ``folder`` this store's run folder, refusing what would lose a user's run.
+    """Make ``folder`` this store's run folder, refusing what would lose a user's run
+    (:func:`_check_folder`)."""
+    marker = folder / "run.json"
+    owner, exists = _check_folder(folder, db, runs, resume, overwrite)
+    if overwrite and exists:
+        runs.forget_from(0)
+        if owner is not None:
+            shutil.rmtree(folder)  # exactly this run's folder: run.json names this store
+    folder.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"run": folder.name, "store": db}))
+    _recover_best(folder)
 
-    A folder another store owns, or one the workbench did not make (no ``run.json``), is never
-    touched; an existing run of this store needs ``resume`` or ``overwrite``.
-    """
+
+def _check_folder(folder: Path, db: str, runs: RunStore | None, resume: bool, overwrite: bool):
+    """(the store ``folder``'s ``run.json`` names or None, whether the run exists), writing
+    nothing; ValueError for a folder another store owns, one the workbench did not make (no
+    ``run.json``: never touched), or an existing run of this store (``runs``; None: a store not
+    there yet) without ``resume`` or ``overwrite``."""
     marker = folder / "run.json"
     owner = json.loads(marker.read_text())["store"] if marker.exists() else None
     if folder.exists() and owner is None and any(folder.iterdir()):
@@ -282,17 +342,11 @@ def _claim_folder(folder: Path, db: str, runs: RunStore, resume: bool, overwrite
     if owner is not None and owner != db:
         raise ValueError(f"--run {folder.name!r}: {folder} belongs to the store {owner}, not {db}; "
                          "pick another name (or WORKBENCH_RUNS) for this store's run")
-    exists = runs.exists() or (folder / "best").exists() or latest_checkpoint(folder) is not None
+    exists = (runs is not None and runs.exists()) or (folder / "best").exists() or latest_checkpoint(folder) is not None
     if exists and not (resume or overwrite):
         raise ValueError(f"--run {folder.name!r} exists in this store ({db}): continue it with --resume, "
                          "replace it with --overwrite, or pick another name")
-    if overwrite and exists:
-        runs.forget_from(0)
-        if owner is not None:
-            shutil.rmtree(folder)  # exactly this run's folder: run.json names this store
-    folder.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"run": folder.name, "store": db}))
-    _recover_best(folder)
+    return owner, exists
 
 
 def _recover_best(folder: Path) -> None:
