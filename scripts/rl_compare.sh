@@ -78,20 +78,19 @@ if [ -z "$base" ]; then
   from=()
   $wb warmstart --preset "$preset" --db "$db" --out "$S/base" > "$L/warmstart.log" 2>&1
   grep -v "Loading\|Writing" "$L/warmstart.log" | head -3 || true
-  # DynaSearcher's KG warm start (its own cache key), once, before runs that are offered the KG tool
-  # (its runs are compared with it: SCRATCH/base_kg, evaluated on a copy of the base store)
-  case " $* " in *:dynasearcher:*|*:dynasearcher\ *|*:dynasearcher_wo_mr:*|*:dynasearcher_wo_mr\ *) $wb warmstart --kg --preset "$preset" --db "$db" --out "$S/base_kg" > "$L/warmstart_kg.log" 2>&1
-    grep -v "Loading\|Writing" "$L/warmstart_kg.log" | tail -8 || true;; esac
-  # EoG's topology warm start (its own cache key), once, before the EoG rows (every eog* method starts
-  # from it: MethodSpec.topology_warmstart); SCRATCH/base_topology, evaluated beside the base
-  case " $* " in *:eog:*|*:eog\ *|*:eog_*) $wb warmstart --topology --preset "$preset" --db "$db" --out "$S/base_topology" > "$L/warmstart_topology.log" 2>&1
-    grep -v "Loading\|Writing" "$L/warmstart_topology.log" | tail -9 || true;; esac
+  # The other warm starts some runs start from (each its own cache key), once, before the runs, each
+  # evaluated beside the base and compared with its runs (rl_summary.warm_starts): DynaSearcher's KG
+  # warm start for runs offered the KG tool (SCRATCH/base_kg), EoG's topology warm start for the eog
+  # rows (SCRATCH/base_topology)
+  for w in $($PY scripts/rl_summary.py --warm-starts "$@"); do
+    $wb warmstart "--$w" --preset "$preset" --db "$db" --out "$S/base_$w" > "$L/warmstart_$w.log" 2>&1
+    grep -v "Loading\|Writing" "$L/warmstart_$w.log" | tail -9 || true
+  done
   base="$S/base"
 fi
 echo "base: $base"
 index="${STORE%.duckdb}.index"  # STORE's persisted search indexes (a dense E5 one takes hours to rebuild)
-base_copies=(); [ -d "$S/base_kg" ] && base_copies=(_base_kg)
-[ -d "$S/base_topology" ] && base_copies+=(_base_topology)
+base_copies=(); for w in kg topology; do if [ -d "$S/base_$w" ]; then base_copies+=("_base_$w"); fi; done
 for copy in _base "${base_copies[@]}" "${@%%:*}"; do
   [ "$copy" = _base ] || cp "$db" "$S/data/$copy.duckdb"  # each run its own store (one writer per file)
   if [ -n "${STORE:-}" ] && [ -d "$index" ]; then cp -al "$index" "$S/data/$copy.index" 2>/dev/null || cp -r "$index" "$S/data/$copy.index"; fi
@@ -100,14 +99,11 @@ gpus=(${GPUS:-}); i=0
 # the base's evaluation on the last listed GPU (the first run takes the first)
 ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
   $wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" ) &
-if [ -d "$S/base_kg" ]; then  # DynaSearcher's KG base, beside it
+for w in kg topology; do  # the other warm starts, beside it
+  [ -d "$S/base_$w" ] || continue
   ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
-    $wb eval --db "$S/data/_base_kg.duckdb" --model "$S/base_kg" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base_kg.txt" ) &
-fi
-if [ -d "$S/base_topology" ]; then  # EoG's topology base, beside it
-  ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
-    $wb eval --db "$S/data/_base_topology.duckdb" --model "$S/base_topology" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base_topology.txt" ) &
-fi
+    $wb eval --db "$S/data/_base_$w.duckdb" --model "$S/base_$w" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base_$w.txt" ) &
+done
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done
@@ -117,7 +113,7 @@ for spec in "$@"; do
     $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
 done
 wait
-cat "$OUT/eval_base.txt"; [ -f "$OUT/eval_base_kg.txt" ] && cat "$OUT/eval_base_kg.txt"
+cat "$OUT/eval_base.txt"; for w in kg topology; do if [ -f "$OUT/eval_base_$w.txt" ]; then cat "$OUT/eval_base_$w.txt"; fi; done
 [ -f "$OUT/eval_base_topology.txt" ] && cat "$OUT/eval_base_topology.txt"
 for spec in "$@"; do IFS=: read -r name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 "$L/train_$name.log" | tr '\r' '\n' | tail -3; cat "$L/eval_$name.txt"; done | tee "$OUT/summary.txt"
 $PY scripts/rl_summary.py "$S" "$OUT" "$@" | tee -a "$OUT/summary.txt"

@@ -2,6 +2,7 @@
 same test questions (paired gain and sign test), then each configuration over its seeds.
 
 usage: python scripts/rl_summary.py SCRATCH OUT "name:method:..." ...
+       python scripts/rl_summary.py --warm-starts "name:method:..." ...   (kg / topology: which extra bases)
 Reads SCRATCH/data/<name>.duckdb (the run's evaluation), SCRATCH/data/_base.duckdb and
 SCRATCH/logs/metrics_<name>.json; writes OUT/metrics.json and prints the tables.
 """
@@ -162,5 +163,18 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             print(f"  {config:<40} {doc:.2f} / {kg:.2f}  (n={len(values)})")
 
 
+def warm_starts(specs: list[str]) -> list[str]:
+    """The warm starts besides the default that these runs start from (rl_compare.sh trains them
+    once, before the runs): ``kg`` and/or ``topology``.
+
+    ``["k:dynasearcher:", "e:eog:"]`` -> ``["kg", "topology"]``.
+    """
+    return [w for w, needed in (("kg", offered_kg_tool), ("topology", from_topology_base))
+            if any(needed(spec) for spec in specs)]
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])
+    if sys.argv[1] == "--warm-starts":  # rl_compare.sh asks before training any run
+        print(" ".join(warm_starts(sys.argv[2:])))
+    else:
+        main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])

@@ -97,6 +97,16 @@ def test_offered_kg_tool_follows_the_method_and_its_override():
     assert not offered_kg_tool("k:dynasearcher:method.kg_tool=off")
 
 
+def test_rl_compare_trains_the_warm_starts_its_runs_start_from():
+    """The one check rl_compare.sh asks (no pattern of method names in the script)."""
+    done = subprocess.run([sys.executable, "scripts/rl_summary.py", "--warm-starts", "c:coevokg:method.kg_tool=on",
+                           "e:eog_random_walk:", "s:search_r1:"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split() == ["kg", "topology"]
+    done = subprocess.run([sys.executable, "scripts/rl_summary.py", "--warm-starts", "s:search_r1:"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split() == []
+
+
 @pytest.mark.slow
 def test_rl_compare_pairs_eog_runs_with_the_topology_base(tmp_path):
     """The EoG rows start from EoG's topology warm start, trained once before the runs, and are
