@@ -180,8 +180,9 @@ def _killed_run(files, db, point):
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("point, finished", [("import_first_batch", []),
-                                             ("qa_before_commit", ["kilt", "wiki18", "e5-index"])])
+@pytest.mark.parametrize("point, finished", [("import_first_batch", []),  # the other point in make test-slow
+                                             pytest.param("qa_before_commit", ["kilt", "wiki18", "e5-index"],
+                                                          marks=pytest.mark.slow)])
 def test_a_step_killed_midway_leaves_the_store_as_before_it_and_a_rerun_finishes(files, whole, tmp_path, point,
                                                                                 finished):
     db = tmp_path / "kilt.duckdb"

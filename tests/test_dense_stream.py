@@ -127,7 +127,9 @@ def _killed(point: str, db: Path, chunk: int) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-@pytest.mark.parametrize("point, rows_kept", [("after_append", 3), ("after_progress", 6), ("before_rename", None)])
+@pytest.mark.parametrize("point, rows_kept", [  # one kill point in make test, the others in make test-slow
+    pytest.param("after_append", 3, marks=pytest.mark.slow), ("after_progress", 6),
+    pytest.param("before_rename", None, marks=pytest.mark.slow)])
 def test_a_killed_build_leaves_no_index_to_read_and_the_next_build_resumes(tmp_path, in_memory, point, rows_kept):
     corpus, reference = in_memory
     db = tmp_path / "world.duckdb"
