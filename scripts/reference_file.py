@@ -70,10 +70,12 @@ def main() -> None:
     args = ap.parse_args()
     rename = dict(r.split("=", 1) for r in args.rename)
     provenance = dict(p.split("=", 1) for p in args.provenance)
-    evals, metrics, bases = {}, {}, set()
+    evals, metrics, bases = {}, {}, {"": set(), "_kg": set(), "_topology": set()}
     for d in args.dirs:
-        macro = [MACRO.match(line) for line in (d / "eval_base.txt").read_text().splitlines()]
-        bases |= {float(m.group(1)) for m in macro if m}
+        for w, found in bases.items():  # the default base, and the KG / topology warm starts where evaluated
+            if w == "" or (d / f"eval_base{w}.txt").exists():
+                macro = [MACRO.match(line) for line in (d / f"eval_base{w}.txt").read_text().splitlines()]
+                found |= {float(m.group(1)) for m in macro if m}
         runs = json.loads((d / "metrics.json").read_text())
         for name, e in evaluations((d / "summary.txt").read_text()).items():
             new = renamed(name, rename)
@@ -83,9 +85,11 @@ def main() -> None:
                 raise SystemExit(f"{d}: run {name} ({new}) is already in an earlier folder")
             evals[new] = e
             metrics[new] = [{k: v for k, v in row.items() if not k.startswith("time_")} for row in runs[name]]
-    if len(bases) != 1:
-        raise SystemExit(f"the folders' base evaluations differ or are missing: macro EM {sorted(bases)}")
-    provenance["base_test_macro_em"] = bases.pop()
+    for w, found in bases.items():
+        if len(found) > 1 or (w == "" and not found):
+            raise SystemExit(f"the folders' base{w} evaluations differ or are missing: macro EM {sorted(found)}")
+        if found:
+            provenance[f"base{w}_test_macro_em"] = found.pop()
     data = {"provenance": provenance, "evaluations": evals, "metrics": metrics}
     if args.audit:
         data["audit"] = [row for f in args.audit for row in audit_rows(f.read_text(), rename)]

@@ -67,6 +67,16 @@ def test_runs_twice_or_bases_that_differ_are_refused(tmp_path):
     assert done.returncode != 0 and "base evaluations differ" in done.stderr
 
 
+def test_a_kg_base_evaluated_beside_the_base_is_recorded(tmp_path):
+    a = rl_compare_out(tmp_path / "a", {"d0": 59.0})
+    (a / "eval_base_kg.txt").write_text(EVAL.format(m="base_kg", em=58.0))
+    out, done = build(tmp_path, a)
+    assert done.returncode == 0, done.stderr
+    provenance = json.loads(out.read_text())["provenance"]
+    assert provenance["base_test_macro_em"] == 57.8 and provenance["base_kg_test_macro_em"] == 58.0
+    assert "base_topology_test_macro_em" not in provenance
+
+
 def test_the_shipped_drfree_comparison_gives_the_readmes_numbers():
     ref = reference.load("tiny_drfree_20rounds.json")
     assert ref.seeds == [0, 1, 2, 3] and ref.base_test_em == 57.8
