@@ -222,8 +222,8 @@ def test_kilt_import_memory_is_bounded(tmp_path):
     write_kilt_like(warm, 5_000, seed=1)
     write_kilt_like(path, 50_000)
     con = store.connect(tmp_path / "big.duckdb")
-    con.execute("SET memory_limit = '64MB'")  # what the CLI's --memory-limit sets; DuckDB spills beyond it
-    import_kilt(con, warm, progress=False)
+    limit = "64MB"  # what the CLI's --memory-limit sets (the default cap is 4GB); DuckDB spills beyond it
+    import_kilt(con, warm, progress=False, memory_limit=limit)
     proc = psutil.Process()
     base = proc.memory_info().rss
     peak = [base]
@@ -237,7 +237,7 @@ def test_kilt_import_memory_is_bounded(tmp_path):
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        result = import_kilt(con, path, progress=False)
+        result = import_kilt(con, path, progress=False, memory_limit=limit)
     finally:
         done.set()
         sampler.join()
