@@ -330,11 +330,8 @@ def _in_use(con) -> list[str]:
 
 
 def _reset(con) -> None:
-    """A new world: every knowledge-source, question, pool and import row, and the step records."""
-    users = _in_use(con)
-    if users:
-        raise ValueError(f"a changed knowledge source needs a new world, and this store's {'; '.join(users)} "
-                         "use the old one: use a new --db")
+    """A new world: every knowledge-source, question, pool and import row, and the step records
+    (``run_steps`` has refused it already when runs or evaluations use the old one)."""
     store.clear_world(con)
     con.execute("DELETE FROM pipeline_steps")
 
@@ -363,8 +360,9 @@ def run_steps(con, steps: list[Step], force: bool = False, pipeline: str = PIPEL
                          + ("them" if len(changed) > 1 else "it") + " (a changed knowledge source rebuilds the "
                          "store's world: every step runs again)")
     replacing = [c for c in changed if not c.startswith("step 'e5-index'")]  # an index holds no rows
-    if replacing and _in_use(con):
-        raise ValueError("; ".join(replacing) + f": and this store's {'; '.join(_in_use(con))} use the rows a "
+    users = _in_use(con) if replacing else []
+    if users:  # a new world included: a changed knowledge source replaces every row
+        raise ValueError("; ".join(replacing) + f": and this store's {'; '.join(users)} use the rows a "
                          "redo would replace: use a new --db")
     reset = force and any(c.startswith(("step 'kilt'", "step 'wiki18'")) for c in changed)
     done = {} if reset else recorded(con, pipeline)
