@@ -2,8 +2,7 @@
 
 Steps, in order, each one the existing importer or builder (nothing here parses a file):
 
-* ``kilt``: the KILT knowledge source (``kg.sources.import_kilt``), DuckDB capped at
-  ``memory_limit`` (``kg.sources.IMPORT_MEMORY_LIMIT``, ours: constant memory);
+* ``kilt``: the KILT knowledge source (``kg.sources.import_kilt``);
 * ``wiki18``: the wiki-18 passages (``kg.sources.import_wiki18``);
 * ``e5-index``: the dense E5 index over the store's passages (``search.index.build_dense``: streamed
   in chunks, constant memory, a killed build resumed), the encoder loaded from a local folder,
@@ -12,6 +11,9 @@ Steps, in order, each one the existing importer or builder (nothing here parses 
   the NQ + HotpotQA training sets and Table 1's test sets;
 * ``seed-pool``: the seed pool and validation split (``qa_import.build_seed_pool``, section 4.1);
 * ``pool``: the chain pool G_0 (``kg.pool.build_pool``) with the preset's walk settings.
+
+Every step runs with DuckDB capped at ``memory_limit`` (``kg.sources.IMPORT_MEMORY_LIMIT``, ours),
+its commit included (:func:`run_steps`).
 
 Each step is recorded in ``pipeline_steps`` with the checksum of its input: the fingerprint of
 its file(s) (``kg.sources.fingerprint``: size and first/last MiB, as ``imports`` records), its
@@ -159,12 +161,13 @@ def _adopt_import(kind_like: str, digest: str, dataset: tuple[str, str] | None =
     return adopt
 
 
-def source_steps(kilt: Path, passages: Path, memory_limit: str | None, progress: bool) -> list[Step]:
-    """The knowledge-source steps: KILT pages, then wiki-18 passages."""
+def source_steps(kilt: Path, passages: Path, progress: bool) -> list[Step]:
+    """The knowledge-source steps: KILT pages, then wiki-18 passages (under ``run_steps``'s memory
+    cap: the importers leave the limit as they find it)."""
     kilt = sources.check_input(kilt, "KILT file")
     passages = sources.check_input(passages, "wiki-18 file")
     kf, pf = sources.fingerprint(kilt), sources.fingerprint(passages)
-    common = dict(progress=progress, memory_limit=memory_limit)
+    common = dict(progress=progress, memory_limit=None)
     return [
         Step("kilt", str(kilt), {"fingerprint": kf},
              lambda con, redo: sources.import_kilt(con, kilt, **common), _adopt_import("kilt", kf)),
@@ -218,19 +221,18 @@ def e5_hint(folder: str | Path, dense_model: str) -> str | None:
     return None if model == paths.local_model(dense_model) else f"--set search.dense_model={model}"
 
 
-def e5_step(folder: Path, model: str, upstream: list[Step], memory_limit: str | None = None,
-            chunk: int = search_index.DENSE_CHUNK) -> Step:
-    """The dense index over the store's passages, built in chunks (or found) beside the store."""
+def e5_step(folder: Path, model: str, upstream: list[Step], chunk: int = search_index.DENSE_CHUNK) -> Step:
+    """The dense index over the store's passages, built in chunks (or found) beside the store (under
+    ``run_steps``'s memory cap: DuckDB's sort of the corpus spills past it)."""
     def run(con, redo):
         db = search_index.db_file(con)
         if db is None:
             raise ValueError("e5-index: the dense index is persisted beside the store: use a store file (--db)")
         encoder = search_index.Encoder(model)
-        with sources.memory_limited(con, memory_limit):  # DuckDB's sort of the corpus spills past it
-            digest = search_index.corpus_digest(con, chunk)
-            log(f"e5-index: encoding {digest[1]:,} passages with {model}, {chunk:,} a chunk")
-            meta = search_index.build_dense(con, encoder, search_index.index_root(db), digest, chunk,
-                                            progress=lambda line: log(f"e5-index: {line}"))
+        digest = search_index.corpus_digest(con, chunk)
+        log(f"e5-index: encoding {digest[1]:,} passages with {model}, {chunk:,} a chunk")
+        meta = search_index.build_dense(con, encoder, search_index.index_root(db), digest, chunk,
+                                        progress=lambda line: log(f"e5-index: {line}"))
         return {"passages": meta["passages"], "dim": meta["dim"], "model": model, "e5": encoder.e5,
                 "key": meta["key"]}
     inputs = {"model": _model_fingerprint(Path(folder)), "as": model, **{s.name: s.checksum for s in upstream}}
@@ -272,14 +274,14 @@ def pool_step(pool_cfg, walks: int, upstream: list[Step]) -> Step:
 
 
 def paper_steps(kilt, passages, qa_dir, e5, cfg, datasets=TABLE1_DATASETS, walks: int | None = None,
-                val: int = qa_import.SEED_POOL_VAL, seed: int = 0,
-                memory_limit: str | None = sources.IMPORT_MEMORY_LIMIT, progress: bool = True) -> list[Step]:
-    """Every step of the paper setting's data, inputs checked (files exist, QA files found) first."""
-    src = source_steps(kilt, passages, memory_limit, progress)
+                val: int = qa_import.SEED_POOL_VAL, seed: int = 0, progress: bool = True) -> list[Step]:
+    """Every step of the paper setting's data, inputs checked (files exist, QA files found) first;
+    ``run_steps`` runs them under its memory cap."""
+    src = source_steps(kilt, passages, progress)
     files = qa_files(qa_dir, datasets)
     model = e5_model(e5, cfg.search.dense_model)
     qa = qa_steps(files)
-    return [*src, e5_step(Path(e5), model, src, memory_limit), *qa,
+    return [*src, e5_step(Path(e5), model, src), *qa,
             seed_pool_step(qa, cfg.method.seed_dataset, val, seed),
             pool_step(cfg.pool, cfg.pool.walks if walks is None else walks, src)]
 

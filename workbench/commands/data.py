@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--val", type=int, default=500, help="validation questions per training source (default 500, ours)")
     p.add_argument("--seed", type=int, default=0, help="seed of the seed-pool/validation shuffle (default 0)")
     p.add_argument("--memory-limit", default=IMPORT_MEMORY_LIMIT,
-                   help=f"DuckDB memory limit of the imports (default {IMPORT_MEMORY_LIMIT}, ours; 'none': DuckDB's own)")
+                   help=f"DuckDB memory limit of every step, its commit included (default {IMPORT_MEMORY_LIMIT}, ours; 'none': DuckDB's own)")
     p.add_argument("--force", action="store_true",
                    help="redo the steps whose input changed, and replace QA splits another import put in the store "
                         "(a changed KILT or wiki-18 file rebuilds the world); refused while runs or evaluations "
@@ -53,8 +53,7 @@ def _paper(args: argparse.Namespace) -> int:
     cfg = config.preset(args.preset)
     limit = memory_limit(args.memory_limit)
     steps = paper_steps(args.kilt, args.passages, args.qa, args.e5, cfg, datasets=tuple(args.dataset or TABLE1_DATASETS),
-                        walks=args.walks, val=args.val, seed=args.seed, memory_limit=limit,
-                        progress=not args.no_progress)
+                        walks=args.walks, val=args.val, seed=args.seed, progress=not args.no_progress)
     con = store.connect(db_path(args))
     try:
         results = run_steps(con, steps, force=args.force, memory_limit=limit)
