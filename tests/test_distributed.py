@@ -298,7 +298,7 @@ def test_every_train_option_reaches_the_ranks():
 
 def test_dr_free_under_ranks_records_the_one_process_stage_timings(db, tmp_path):
     """Dr. Free's rollout-free proposer reward gets its own ``time_proposer_reward``, as in
-    ``Trainer.run_round`` (a world of one rank runs ``distributed.run_round``)."""
+    ``Trainer.run_round`` (a world of one rank takes the ranks' path through it)."""
     from workbench.method.loop import Trainer
     from workbench.method.methods import method_spec
     from workbench.method.train import load_policies

@@ -357,29 +357,33 @@ def load_optimizer(found, device) -> dict:
     return torch.load(found / "optimizer.pt", map_location=device)
 
 
+def _is_main(trainer) -> bool:
+    return trainer.dist is None or trainer.dist.is_main
+
+
 def propose(trainer, t: int, lap):
-    """Steps 1-2 on rank 0 (and Dr. Free's rollout-free R_p), broadcast to every rank; ``lap``
-    (``loop.Laps``) times them as one process does (``proposer_gate``, ``proposer_reward``)."""
-    tasks, slots = None, None
-    if trainer.dist.is_main:
-        tasks, slots = trainer.propose(t)
+    """Steps 1-2 on rank 0 (and Dr. Free's rollout-free R_p), broadcast to every rank (one process:
+    the trainer's own); ``lap`` (``loop.Laps``) times them (``proposer_gate``, ``proposer_reward``)."""
+    tasks, slots = trainer.propose(t) if _is_main(trainer) else (None, None)
     lap("proposer_gate")
     if trainer.rollout_free:
-        if trainer.dist.is_main:
+        if _is_main(trainer):
             trainer.reward_proposer(t, tasks)
         lap("proposer_reward")
-    tasks, slots = trainer.dist.broadcast((tasks, slots))  # counted in the rollouts' time
-    trainer.search.reset_cache_stats()  # each rank's own lookups (Dr. Free's searches come before)
+    if trainer.dist is not None:
+        tasks, slots = trainer.dist.broadcast((tasks, slots))  # counted in the rollouts' time
+    trainer.search.reset_cache_stats()  # the solver's own lookups (Dr. Free's searches come before)
     return tasks, slots
 
 
 def solve(trainer, t: int, slots: list) -> None:
-    """Step 3: this rank's block of slots rolled out, every rank's gathered into ``slots``."""
+    """Step 3: this rank's block of slots rolled out, every rank's gathered into ``slots`` (one
+    process, or replicated rollouts: every slot here)."""
     from workbench.method.loop import Rollout
 
     dist = trainer.dist
-    if trainer.cfg.rollout.data_parallel == "replicate":
-        trainer.solve(t, slots)  # every rank: the one-process rollouts
+    if dist is None or trainer.cfg.rollout.data_parallel == "replicate":
+        trainer.solve(t, slots)
         return
     start, stop = shard_bounds(len(slots), dist.rank, dist.world)
     mine = [dataclasses.replace(s, rollouts=[]) for s in slots[start:stop]]
@@ -395,11 +399,20 @@ def solve(trainer, t: int, slots: list) -> None:
         offset += len(block)
 
 
-def score(trainer, t: int, tasks, slots, graph_of):
+def score(trainer, t: int, tasks, slots):
     """Step 4 on rank 0 (it holds G_t), the scored round broadcast to every rank."""
-    if trainer.dist.is_main:
-        trainer.reward(t, tasks, slots, graph_of(t))
-    return trainer.dist.broadcast((tasks, slots))
+    if _is_main(trainer):
+        trainer.reward(t, tasks, slots, trainer.evidence_graph(t))
+    return (tasks, slots) if trainer.dist is None else trainer.dist.broadcast((tasks, slots))
+
+
+def hit_rate(trainer) -> float:
+    """The round's search-cache hit rate over every rank's lookups."""
+    if trainer.dist is None:
+        return trainer.search.cache_stats()["hit_rate"]
+    stats = trainer.dist.gather(trainer.search.cache_stats())
+    hits, lookups = sum(s["hits"] for s in stats), sum(s["hits"] + s["misses"] for s in stats)
+    return hits / lookups if lookups else 0.0
 
 
 def old_logprobs(dist: Dist, compute, rows: list) -> list:
@@ -409,28 +422,6 @@ def old_logprobs(dist: Dist, compute, rows: list) -> list:
     mine = compute(rows[start:stop]) if stop > start else []
     return [f for block in dist.gather([np.asarray(f.cpu() if torch.is_tensor(f) else f) for f in mine])
             for f in block]
-
-
-def run_round(trainer, t: int):
-    """``Trainer.run_round`` on several ranks (the module docstring's steps 1-4, then the update
-    and the backend's weight sync on every rank); the same timings keys."""
-    from workbench.method.loop import Laps, RoundResult
-
-    torch.manual_seed(trainer.seed_for(t, 0))
-    lap = Laps()
-    tasks, slots = propose(trainer, t, lap)
-    solve(trainer, t, slots)
-    lap("rollouts")
-    tasks, slots = score(trainer, t, tasks, slots, trainer.evidence_graph)
-    lap("rewards")
-    update = trainer.update(t, tasks, slots)
-    lap("update")
-    trainer.policy.sync()
-    lap("sync")
-    stats = trainer.dist.gather(trainer.search.cache_stats())
-    hits, lookups = sum(s["hits"] for s in stats), sum(s["hits"] + s["misses"] for s in stats)
-    return RoundResult(t, tasks, slots, update, lap.timings, hits / lookups if lookups else 0.0,
-                       kg_tool=trainer.kg is not None)
 
 
 def launch(n: int, argv: list[str]) -> int:

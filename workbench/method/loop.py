@@ -440,25 +440,18 @@ class Trainer:
     def run_round(self, t: int) -> RoundResult:
         """Round t in the paper's order (steps 1-5 of the module docstring); write-back (6) and
         every store write happen in ``RunStore.commit_round``."""
-        if self.dist is not None:
-            return distributed.run_round(self, t)
         torch.manual_seed(self.seed_for(t, 0))
-        lap = Laps()
-        tasks, slots = self.propose(t)
-        lap("proposer_gate")
-        if self.rollout_free:
-            self.reward_proposer(t, tasks)
-            lap("proposer_reward")
-        self.search.reset_cache_stats()  # the solver's own lookups (Dr. Free's searches come before)
-        self.solve(t, slots)
+        lap = Laps()  # under several ranks (``distributed``) steps 1-2 and 4 run on rank 0, 3 is shared
+        tasks, slots = distributed.propose(self, t, lap)
+        distributed.solve(self, t, slots)
         lap("rollouts")
-        self.reward(t, tasks, slots, self.evidence_graph(t))
+        tasks, slots = distributed.score(self, t, tasks, slots)
         lap("rewards")
         update = self.update(t, tasks, slots)
         lap("update")
         self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
         lap("sync")
-        return RoundResult(t, tasks, slots, update, lap.timings, self.search.cache_stats()["hit_rate"],
+        return RoundResult(t, tasks, slots, update, lap.timings, distributed.hit_rate(self),
                            kg_tool=self.kg is not None)
 
     # -- 1-2: proposer and gate ------------------------------------------------------------
