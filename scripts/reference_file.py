@@ -10,7 +10,8 @@ A run named PREFIX<seed> in rl_compare.sh (``d0``, ``wo_per_hop2``) becomes ``<M
 name ``workbench.reference`` reads; runs whose prefix is not renamed are left out. Each run's test
 macro EM, paired gain over the base with its interval and the sign test are read from summary.txt
 (the lines rl_compare.sh prints; ``paired_with: kg_base`` / ``topology_base`` where the gain is over
-that warm start),
+that warm start; on EoG's answer-set questions, ``DATASET=tinyworld_topology``, test macro EM is Hit@1
+and ``test_macro_set_f1`` is recorded beside it, the bases' too),
 every round's metrics from metrics.json (timings left out);
 with --audit, the counts of `workbench audit shortcuts` tables (Table 5) of the same runs.
 """
@@ -24,6 +25,8 @@ GAIN = re.compile(r"^(\S+) \(B\) vs (?:(KG|topology) )?base \(A\): B - A macro E
                   r"sign test: A only (\d+), B only (\d+), p = ([0-9.e-]+)")
 BLOCK = re.compile(r"^== (\S+) ")
 MACRO = re.compile(r"^\s+macro\s+n=\d+\s+EM\s+([0-9.]+)")
+SET_F1 = re.compile(r"^(\S+): macro set F1 ([0-9.]+)$")  # rl_summary.py's line for an answer-set evaluation
+BASE_SET_F1 = re.compile(r"^\s+macro\s+n=\d+\s+Hit@1\s+[0-9.]+\s+\[.*\]\s+F1\s+([0-9.]+)")  # `workbench eval`'s
 AUDIT = re.compile(r"^\s*(\S+)\s+(closed_book|source_only|one_shot|single_component)\s+(\d+)\s+(\d+)\s")
 
 
@@ -41,6 +44,8 @@ def evaluations(summary: str) -> dict[str, dict]:
                                             base_only=int(a_only), trained_only=int(b_only), sign_test_p=float(p))
             if kg:  # a run offered the KG tool (or EoG's) is paired with its own warm start, not the default base
                 out[name]["paired_with"] = f"{kg.lower()}_base"
+        elif m := SET_F1.match(line):
+            out.setdefault(m.group(1), {})["test_macro_set_f1"] = float(m.group(2))
     return out
 
 
@@ -70,11 +75,13 @@ def main() -> None:
     args = ap.parse_args()
     rename = dict(r.split("=", 1) for r in args.rename)
     provenance = dict(p.split("=", 1) for p in args.provenance)
-    evals, metrics, bases = {}, {}, {"": set(), "_kg": set(), "_topology": set()}
+    evals, metrics = {}, {}
+    bases = {(w, key): set() for w in ("", "_kg", "_topology") for key in ("test_macro_em", "test_macro_set_f1")}
     for d in args.dirs:
-        for w, found in bases.items():  # the default base, and the KG / topology warm starts where evaluated
+        for (w, key), found in bases.items():  # the default base, and the KG / topology warm starts where evaluated
             if w == "" or (d / f"eval_base{w}.txt").exists():
-                macro = [MACRO.match(line) for line in (d / f"eval_base{w}.txt").read_text().splitlines()]
+                pattern = MACRO if key == "test_macro_em" else BASE_SET_F1
+                macro = [pattern.match(line) for line in (d / f"eval_base{w}.txt").read_text().splitlines()]
                 found |= {float(m.group(1)) for m in macro if m}
         runs = json.loads((d / "metrics.json").read_text())
         for name, e in evaluations((d / "summary.txt").read_text()).items():
@@ -85,11 +92,11 @@ def main() -> None:
                 raise SystemExit(f"{d}: run {name} ({new}) is already in an earlier folder")
             evals[new] = e
             metrics[new] = [{k: v for k, v in row.items() if not k.startswith("time_")} for row in runs[name]]
-    for w, found in bases.items():
-        if len(found) > 1 or (w == "" and not found):
-            raise SystemExit(f"the folders' base{w} evaluations differ or are missing: macro EM {sorted(found)}")
+    for (w, key), found in bases.items():
+        if len(found) > 1 or (w == "" and key == "test_macro_em" and not found):
+            raise SystemExit(f"the folders' base{w} evaluations differ or are missing: {key} {sorted(found)}")
         if found:
-            provenance[f"base{w}_test_macro_em"] = found.pop()
+            provenance[f"base{w}_{key}"] = found.pop()
     data = {"provenance": provenance, "evaluations": evals, "metrics": metrics}
     if args.audit:
         data["audit"] = [row for f in args.audit for row in audit_rows(f.read_text(), rename)]

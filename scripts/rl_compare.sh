@@ -114,6 +114,5 @@ for spec in "$@"; do
 done
 wait
 cat "$OUT/eval_base.txt"; for w in kg topology; do if [ -f "$OUT/eval_base_$w.txt" ]; then cat "$OUT/eval_base_$w.txt"; fi; done
-[ -f "$OUT/eval_base_topology.txt" ] && cat "$OUT/eval_base_topology.txt"
 for spec in "$@"; do IFS=: read -r name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 "$L/train_$name.log" | tr '\r' '\n' | tail -3; cat "$L/eval_$name.txt"; done | tee "$OUT/summary.txt"
 $PY scripts/rl_summary.py "$S" "$OUT" "$@" | tee -a "$OUT/summary.txt"

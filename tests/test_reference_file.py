@@ -137,3 +137,34 @@ def test_a_gain_over_a_runs_own_warm_start_says_which():
     assert got["k0"]["paired_with"] == "kg_base" and got["k0"]["gain"] == 0.2
     assert got["e0"]["paired_with"] == "topology_base" and got["e0"]["gain"] == 1.5
     assert "paired_with" not in got["w0"] and got["w0"]["sign_test_p"] == 0.0266
+
+
+def test_the_shipped_eog_comparison_gives_the_readmes_numbers():
+    ref = reference.load("tiny_eog_20rounds.json")
+    assert ref.seeds == [0, 1, 2, 3] and ref.provenance["base_topology_test_macro_em"] == 11.3
+    hit1, f1 = ref.test_em(reference="eog"), ref.test_em(reference="eog", metric="test_macro_set_f1")
+    assert hit1["mean"].round(2).to_dict() == pytest.approx({
+        "eog": 11.72, "eog_wo_solver_update": 11.10, "eog_wo_proposer_update": 11.75, "eog_random_walk": 10.82,
+        "eog_adversarial": 11.22, "coevokg": 11.45})
+    assert hit1.p.round(3).dropna().tolist() == [0.065, 0.955, 0.127, 0.132, 0.347]
+    assert f1["mean"].round(2).tolist() == [11.52, 10.92, 11.58, 10.65, 11.08, 11.32]
+    assert f1.loc["eog_wo_solver_update", "p"].round(3) == 0.054
+    paired = ref.evaluations.set_index("method").paired_with
+    assert paired.drop("coevokg").eq("topology_base").all() and paired["coevokg"].isna().all()
+    assert len(ref.of("eog")) == 4 * 20 and ref.of("eog").topology_tasks.map(lambda t: sum(t.values())).gt(0).all()
+
+
+def test_an_answer_set_evaluation_records_set_f1_for_runs_and_bases(tmp_path):
+    a = rl_compare_out(tmp_path / "a", {"e0": 12.0})
+    (a / "eval_base.txt").write_text(EVAL.format(m="base", em=57.8)
+                                     + "  macro        n=600   Hit@1  57.8 [  9.2,  14.0]  F1  11.4 [  9.1,  13.8]\n")
+    with (a / "summary.txt").open("a") as f:
+        f.write("e0: macro set F1 11.8\n")
+    out, done = build(tmp_path, a, rename=("e=eog",))
+    assert done.returncode == 0, done.stderr
+    raw = json.loads(out.read_text())
+    assert raw["evaluations"]["eog_s0"]["test_macro_set_f1"] == 11.8
+    assert raw["provenance"]["base_test_macro_set_f1"] == 11.4
+    assert reference.load(str(out)).scores("test_macro_set_f1") == {"eog": [11.8]}
+    with pytest.raises(ValueError, match="no 'nope'"):
+        reference.load(str(out)).scores("nope")

@@ -237,15 +237,18 @@ def run_metrics(con) -> pd.DataFrame:
     return pd.DataFrame(records, columns=None if records else ["run", "round"])
 
 
-def describe_runs(runs: pd.DataFrame, ref: Reference | None = None) -> str:
+def describe_runs(runs: pd.DataFrame | None, ref: Reference | None = None) -> str:
     """The provenance lines every figure carries: each run's method, preset, seed and config hash,
-    then the reference's file, seeds, machine, commit and date when ``ref`` is shown.
+    then the reference's file, seeds, machine, commit and date when ``ref`` is shown (``runs``
+    None: a figure of the reference alone).
 
     Example:
         >>> describe_runs(pd.DataFrame([dict(run="r1", method="coevokg", preset="tiny", seed=0, config_hash="ab12")]))
         'this run: r1 (coevokg) · preset tiny · seed 0 · config ab12'
     """
-    if runs.empty:
+    if runs is None:
+        lines = []
+    elif runs.empty:
         lines = ["no runs in the store: the paper's numbers" + (" and the reference runs" if ref else " alone")]
     else:
         lines = [f"this run: {r.run} ({r.method}) · preset {r.preset} · seed {r.seed} · config {r.config_hash}"
@@ -1037,16 +1040,20 @@ def topology_success(metrics: pd.DataFrame, runs: list[str] | None = None) -> pd
                            ignore_index=True)[["round", "topology", "admitted", "tasks", "success"]]
 
 
-def topology_curriculum(con=None, runs: list[str] | None = None) -> go.Figure:
+def topology_curriculum(con=None, runs: list[str] | None = None, ref: Reference | None = None) -> go.Figure:
     """EoG's Fig. 7 analogue: the proposer's synthesis success rate per round, (a) simple vs
     complex topologies and (b) per topology (``topology_success``), pooled over ``runs`` (default:
-    every run in the store that logged topology tasks: ``--method eog`` and its ablations).
+    every run in the store that logged topology tasks: ``--method eog`` and its ablations). Given
+    ``ref`` (a shipped reference file), its runs instead of the store's, e.g. its four ``eog`` seeds.
 
     Example:
         >>> topology_curriculum().layout.annotations[0].text
         'no topology tasks recorded'
+        >>> eog = reference.load("tiny_eog_20rounds.json")
+        >>> topology_curriculum(runs=["eog_s0", "eog_s1"], ref=eog).layout.annotations[0].text
+        '(a) simple vs complex'
     """
-    all_runs, metrics = store_runs(con), run_metrics(con)
+    all_runs, metrics = (None, ref.metrics) if ref is not None else (store_runs(con), run_metrics(con))
     success = topology_success(metrics, runs)
     shown_runs = sorted(set(metrics.run[metrics.get("topology_tasks", pd.Series(dtype=object)).map(
         lambda v: isinstance(v, dict))])) if not success.empty else []
@@ -1066,8 +1073,10 @@ def topology_curriculum(con=None, runs: list[str] | None = None) -> go.Figure:
                                                    "<br>round %{x}<extra></extra>"), row=1, col=col)
             whole_ticks(fig, int(success["round"].max()), title_text="round", row=1, col=col)
     fig.update_yaxes(title_text="synthesis success (admitted / queries)", range=[0, 1.05], tickformat=".0%", row=1, col=1)
-    shown = all_runs[all_runs.run.isin(shown_runs)]
-    fig = _layout(fig, "Topology curriculum: synthesis success per topology (EoG, Fig. 7 analogue)", shown, height=480)
+    shown = None if all_runs is None else all_runs[all_runs.run.isin(shown_runs)]
+    note = f"{ref.label}: {', '.join(shown_runs)}" if ref is not None else ""
+    fig = _layout(fig, "Topology curriculum: synthesis success per topology (EoG, Fig. 7 analogue)", shown,
+                  height=480, note=note, ref=ref)
     return legend_below(fig, panels_px=320, y=-0.2)
 
 

@@ -126,20 +126,26 @@ class Reference:
             raise ValueError(f"{self.name}: no {method!r} runs; it has {self.methods}")
         return m
 
-    def scores(self) -> dict[str, list[float]]:
-        """Each method's test macro EM (%), one value per seed (the input of ``evaluate.across_seeds``)."""
-        return {m: self.evaluations[self.evaluations.method == m].sort_values("seed").test_macro_em.tolist()
+    def scores(self, metric: str = "test_macro_em") -> dict[str, list[float]]:
+        """Each method's ``metric`` (%), one value per seed (the input of ``evaluate.across_seeds``):
+        test macro EM (Hit@1 on EoG's answer-set questions), or ``test_macro_set_f1`` there."""
+        if metric not in self.evaluations:
+            raise ValueError(f"{self.name}: no {metric!r} in its evaluations; it has {list(self.evaluations)}")
+        return {m: self.evaluations[self.evaluations.method == m].sort_values("seed")[metric].tolist()
                 for m in self.methods}
 
-    def test_em(self, reference: str | None = None) -> pd.DataFrame:
-        """Test macro EM per method over seeds: n, mean, sd and a 95% t interval; with ``reference``,
-        the difference to it and the Welch p (``evaluate.across_seeds``).
+    def test_em(self, reference: str | None = None, metric: str = "test_macro_em") -> pd.DataFrame:
+        """Test macro EM (or another ``metric`` of :meth:`scores`) per method over seeds: n, mean, sd
+        and a 95% t interval; with ``reference``, the difference to it and the Welch p
+        (``evaluate.across_seeds``).
 
         Example:
             >>> round(float(load().test_em().loc["ssp", "mean"]), 2)
             58.1
+            >>> round(float(load("tiny_eog_20rounds.json").test_em(metric="test_macro_set_f1").loc["eog", "mean"]), 2)
+            11.53
         """
-        return across_seeds(self.scores(), reference=reference)
+        return across_seeds(self.scores(metric), reference=reference)
 
     def band(self, key: str, method: str = "coevokg") -> pd.DataFrame:
         """``key`` per round over ``method``'s seeds: ``mean``, the seeds' range (``low``, ``high``)
