@@ -33,6 +33,11 @@
 # own key, as the cache always does.
 # REFERENCE names the configuration the Welch tests compare against (default coevokg; e.g.
 # REFERENCE=drfree for Dr. Free's Table 3 rows).
+# RESUME=1 continues the runs an earlier call left in SCRATCH (the same PRESET, specs and settings;
+# STEPS may be larger): nothing is rebuilt or replaced, each run resumes from its last checkpoint
+# (`workbench train --resume`) and is evaluated again; the bases' evaluations are the earlier call's.
+# Runs longer than one call's time limit train over several calls this way (e.g. 56 rounds of 12
+# runs on one GPU: back-to-back calls of one device lease, whose /tmp survives between them).
 set -eo pipefail
 S=${SCRATCH:-${TMPDIR:-/tmp}/rl_compare}; mkdir -p "$S"; S=$(cd "$S" && pwd -P)
 OUT=${OUT:-$S/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd -P)
@@ -45,8 +50,14 @@ for v in MODEL STORE WARMSTARTS; do  # the folders below are replaced: never wit
   case "${!v:-}" in "$S"/data|"$S"/data/*|"$S"/runs|"$S"/runs/*|"$S"/base|"$S"/base/*|"$S"/base_kg|"$S"/base_kg/*|"$S"/base_topology|"$S"/base_topology/*)
     echo "$v=${!v} lies in SCRATCH=$S, whose data/, runs/ and base/ this script replaces: copy it elsewhere first" >&2; exit 2;; esac
 done
-rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base" "$S/base_kg" "$S/base_topology"; mkdir -p "$S/data" "$S/logs"
-if [ -n "${WARMSTARTS:-}" ]; then
+if [ -n "${RESUME:-}" ]; then
+  [ -f "$S/data/_base.duckdb" ] || { echo "RESUME=$RESUME: SCRATCH=$S holds no earlier call's runs (no data/_base.duckdb)" >&2; exit 2; }
+  for spec in "${@:5}"; do [ -f "$S/data/${spec%%:*}.duckdb" ] || {
+    echo "RESUME=$RESUME: run ${spec%%:*} is not in SCRATCH=$S (an earlier call's specs only)" >&2; exit 2; }; done
+else
+  rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base" "$S/base_kg" "$S/base_topology"; mkdir -p "$S/data" "$S/logs"
+fi
+if [ -n "${WARMSTARTS:-}" ] && [ -z "${RESUME:-}" ]; then
   [ -d "$WARMSTARTS" ] || { echo "WARMSTARTS=$WARMSTARTS: no such folder (expected warm starts by cache key)" >&2; exit 2; }
   mkdir -p "$S/data/cache/warmstart"; cp -r "$WARMSTARTS"/. "$S/data/cache/warmstart/"
 fi
@@ -61,6 +72,10 @@ ds=${DATASET:-tinyworld}
 case $preset in smoke|tiny) engine=${ENGINE:-hf} ;; *) engine=${ENGINE:-} ;; esac
 eng_train=() eng_eval=(); if [ -n "$engine" ]; then eng_train=(--set "rollout.backend=$engine"); eng_eval=(--backend "$engine"); fi
 db="$S/data/_base.duckdb" L="$S/logs"
+from=(--model "$base")  # train's base; a tiny backbone's runs make (or reuse) their preset's warm start as before
+if [ -z "$base" ]; then from=(); base="$S/base"; fi
+resume=(); if [ -n "${RESUME:-}" ]; then resume=(--resume); echo "resuming the runs in $S"; fi
+if [ -z "${RESUME:-}" ]; then  # the set-up: the base store, the warm starts, each run's copy, the bases' evaluations
 if [ -n "${STORE:-}" ]; then
   [ -f "$STORE" ] || { echo "STORE=$STORE: no such store file (expected a workbench DuckDB store)" >&2; exit 2; }
   cp "$STORE" "$db"; echo "store: a copy of $STORE"
@@ -73,9 +88,7 @@ fi
 if [ "$ds" = tinyworld_topology ]; then  # same question ids in every copy, so outcomes pair
   $PY -c "import sys; from workbench import store; from workbench.kg.topology_qa import ensure_topology_questions as e; c = store.connect(sys.argv[1]); print(e(c), 'topology questions'); c.close()" "$db"
 fi
-from=(--model "$base")  # train's base; a tiny backbone's runs make (or reuse) their preset's warm start as before
-if [ -z "$base" ]; then
-  from=()
+if [ ${#from[@]} -eq 0 ]; then
   $wb warmstart --preset "$preset" --db "$db" --out "$S/base" > "$L/warmstart.log" 2>&1
   grep -v "Loading\|Writing" "$L/warmstart.log" | head -3 || true
   # The other warm starts some runs start from (each its own cache key), once, before the runs, each
@@ -86,33 +99,35 @@ if [ -z "$base" ]; then
     $wb warmstart "--$w" --preset "$preset" --db "$db" --out "$S/base_$w" > "$L/warmstart_$w.log" 2>&1
     grep -v "Loading\|Writing" "$L/warmstart_$w.log" | tail -9 || true
   done
-  base="$S/base"
 fi
-echo "base: $base"
 index="${STORE%.duckdb}.index"  # STORE's persisted search indexes (a dense E5 one takes hours to rebuild)
 base_copies=(); for w in kg topology; do if [ -d "$S/base_$w" ]; then base_copies+=("_base_$w"); fi; done
 for copy in _base "${base_copies[@]}" "${@%%:*}"; do
   [ "$copy" = _base ] || cp "$db" "$S/data/$copy.duckdb"  # each run its own store (one writer per file)
   if [ -n "${STORE:-}" ] && [ -d "$index" ]; then cp -al "$index" "$S/data/$copy.index" 2>/dev/null || cp -r "$index" "$S/data/$copy.index"; fi
 done
-gpus=(${GPUS:-}); i=0
+gpus=(${GPUS:-})
 # the base's evaluation on the last listed GPU (the first run takes the first)
 ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
-  $wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base.txt" ) &
+  $wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base.txt" ) &
 for w in kg topology; do  # the other warm starts, beside it
   [ -d "$S/base_$w" ] || continue
   ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
-    $wb eval --db "$S/data/_base_$w.duckdb" --model "$S/base_$w" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$OUT/eval_base_$w.txt" ) &
+    $wb eval --db "$S/data/_base_$w.duckdb" --model "$S/base_$w" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base_$w.txt" ) &
 done
+fi
+echo "base: $base"
+i=0
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done
   if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[$((i++ % ${#gpus[@]}))]}; fi
-  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${from[@]}" "${eng_train[@]}" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
+  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${resume[@]}" "${from[@]}" "${eng_train[@]}" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
     $wb runs show "$name" --db "$S/data/$name.duckdb" --json > "$L/metrics_$name.json" 2>&1 || true
     $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
 done
 wait
+cp "$L"/eval_base*.txt "$OUT"/  # kept in SCRATCH too: a RESUME call's OUT gets the first call's
 cat "$OUT/eval_base.txt"; for w in kg topology; do if [ -f "$OUT/eval_base_$w.txt" ]; then cat "$OUT/eval_base_$w.txt"; fi; done
 for spec in "$@"; do IFS=: read -r name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 "$L/train_$name.log" | tr '\r' '\n' | tail -3; cat "$L/eval_$name.txt"; done | tee "$OUT/summary.txt"
 $PY scripts/rl_summary.py "$S" "$OUT" "$@" | tee -a "$OUT/summary.txt"

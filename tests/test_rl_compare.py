@@ -152,3 +152,39 @@ def test_from_topology_base_follows_the_method():
         sys.path.remove(str(ROOT / "scripts"))
     assert all(from_topology_base(f"x:{m}:method.seed=1") for m in ("eog", "eog_random_walk", "eog_adversarial"))
     assert not from_topology_base("c:coevokg:") and not from_topology_base("k:dynasearcher:")
+
+
+@pytest.mark.slow
+def test_rl_compare_resumes_the_runs_of_an_earlier_call(tmp_path):
+    """RESUME=1: a second call continues each run from its checkpoint up to the new STEPS (nothing
+    rebuilt, the base not evaluated again) and reports the whole run, into a fresh OUT."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES", "DATASET", "RESUME")}
+    env.update(SCRATCH=str(tmp_path / "s"), OUT=str(tmp_path / "out1"), PY=sys.executable)
+    first = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "600", "a:coevokg:"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-2000:]
+    base_eval = tmp_path / "s" / "logs" / "eval_base.txt"
+    stamp = base_eval.stat().st_mtime_ns
+    env.update(OUT=str(tmp_path / "out2"), RESUME="1")
+    again = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "2", "2", "600", "a:coevokg:"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resuming the runs in" in again.stdout and "world" not in again.stdout.split("resuming")[0]
+    assert base_eval.stat().st_mtime_ns == stamp  # the earlier call's evaluation of the base, not redone
+    assert (tmp_path / "out2" / "eval_base.txt").read_text() == base_eval.read_text()
+    metrics = json.loads((tmp_path / "out2" / "metrics.json").read_text())
+    assert [row["round"] for row in metrics["a"]] == [0, 1]
+    assert "a (B) vs base (A): B - A macro EM" in (tmp_path / "out2" / "summary.txt").read_text()
+
+
+def test_rl_compare_resume_refuses_a_scratch_without_those_runs(tmp_path):
+    env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "RESUME": "1"}
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "holds no earlier call's runs" in done.stderr
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "_base.duckdb").write_bytes(b"")
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "run a is not in SCRATCH" in done.stderr
+    assert (tmp_path / "data" / "_base.duckdb").exists()  # nothing removed
