@@ -247,3 +247,37 @@ def test_ssp_runs_without_the_leak_filter_that_c1_adds():
     assert not gate(chain, leaky, OpenGate(), 0.5, 1)[0].admitted
     assert gate(chain, leaky, OpenGate(), 0.5, 1, leak_filter=False)[0].admitted
     assert not method_spec("ssp").leak_filter and method_spec("c1").leak_filter
+
+
+def test_the_verifier_vocabulary_counts_word_forms_then_entity_types():
+    """method.verifier_vocabulary (ours): 'exact' as before; 'forms' lets 'director' touch
+    `directed by`, turning a one-relation reading into a two-hop one; 'forms_types' also counts the
+    chain nodes' entity types ('university') as faithful words."""
+    chain = ChainView(0, "", [1, 2, 3], ["Kavimo", "Ann Roe", "Uni of Bel"], ["directed by", "educated at"],
+                      ["Kavimo was released in 1990.", "Ann Roe grew up in Bel.", "Uni of Bel has a library."])
+    cand = [("At which university was the director of Kavimo educated?", "Uni of Bel")]
+    types = {1: "film", 2: "person", 3: "university"}
+    exact, forms, typed = (StructuralVerifier(vocabulary=v, types=types).judge(chain, cand)[0].scores
+                           for v in ("exact", "forms", "forms_types"))
+    assert (exact["multi_hop"], forms["multi_hop"], typed["multi_hop"]) == (0.5, 1.0, 1.0)
+    assert (exact["faithfulness"], forms["faithfulness"], typed["faithfulness"]) == (0.5, 0.75, 1.0)
+    assert [gate(chain, cand, StructuralVerifier(vocabulary=v, types=types), 0.95, 1, allow_topic=True)[0].admitted
+            for v in ("exact", "forms", "forms_types")] == [False, False, True]
+    assert StructuralVerifier().judge(chain, cand) == StructuralVerifier(vocabulary="exact", types=types).judge(chain, cand)
+    with pytest.raises(ValueError, match="method.verifier_vocabulary: 'stems'"):
+        StructuralVerifier(vocabulary="stems")
+    with pytest.raises(ValueError, match="needs the entities' types"):
+        StructuralVerifier(vocabulary="forms_types")
+
+
+def test_the_loop_reads_the_types_from_the_store_and_config_checks_the_name():
+    from workbench.config import preset
+    from workbench.method.loop import make_verifier
+
+    con = store.connect(":memory:")
+    con.execute("INSERT INTO entities VALUES (1, 'Kavimo', 'film', 'entity', 'test'), (3, 'Uni of Bel', 'university', 'entity', 'test')")
+    assert make_verifier("structural", None, vocabulary="forms_types", con=con).types == {1: "film", 3: "university"}
+    assert make_verifier("structural", None).types is None
+    assert preset("tiny").method.verifier_vocabulary == "exact"
+    with pytest.raises(ValueError, match="config field 'method.verifier_vocabulary': expected one of"):
+        preset("tiny", **{"method.verifier_vocabulary": "stems"})

@@ -172,6 +172,7 @@ class MethodConfig:
     mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
     mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
     mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
+    verifier_vocabulary: str = "exact"  # ours: the structural verifier's word matching, exact | forms (word forms) | forms_types (+ the chain nodes' entity types; gate.StructuralVerifier)
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,7 @@ def _one_of(*names):
 
 GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
+VERIFIER_VOCABULARIES = ("exact", "forms", "forms_types")  # gate.StructuralVerifier's word matching
 POOL_SAMPLING = ("evidence", "uniform")
 KG_TOOL = ("", "off", "on")  # "" = the method's
 KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
@@ -302,6 +304,7 @@ RULES: dict[str, tuple] = {
        for k in ("gate_threshold", "p_start", "p_end", "discount")},
     "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),
     "method.verifier": (_one_of(*VERIFIERS), f"one of {list(VERIFIERS)} ('' = the method's)"),
+    "method.verifier_vocabulary": (_one_of(*VERIFIER_VOCABULARIES), f"one of {list(VERIFIER_VOCABULARIES)}"),
     "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
     "method.path_extractor": (_one_of(*PATH_EXTRACTORS), f"one of {list(PATH_EXTRACTORS)}"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1") for k in ("verifier_max_new_tokens", "extractor_max_new_tokens")},

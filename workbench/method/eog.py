@@ -34,7 +34,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.kg import topology, topology_qa
-from workbench.method.gate import STOPWORDS, Verdict, _names, _words, check_candidate, clarity, gate, weak_reason
+from workbench.method.gate import (STOPWORDS, Verdict, _matches, _names, _words, check_candidate, clarity, gate,
+                                   weak_reason)
 from workbench.method.memory import ChainView
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
@@ -323,38 +324,10 @@ def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | N
     return check_candidate(candidate, query_checks)
 
 
-MIN_STEM = 4  # ours: the shortest word another word may extend ('rise' -> 'rises'; 'set' only itself)
-SHARED_PREFIX = 5  # ours: the shortest shared beginning of two forms of one word ('directed', 'director')
-
-
-def same_word(a: str, b: str) -> bool:
-    """Whether two lowercase words are forms of one word (ours; a crude stemmer without a word list,
-    since the workbench ships none): equal, or the shorter of at least :data:`MIN_STEM` letters
-    begins the longer ('rise'/'rises', 'citizen'/'citizenship'), or they share their first
-    :data:`SHARED_PREFIX` letters ('directed'/'director', 'employed'/'employer'). Synonyms
-    ('attend' for 'educated') and irregular forms ('wrote'/'written') stay apart.
-
-    Example:
-        >>> same_word("director", "directed"), same_word("rises", "rise"), same_word("born", "borders")
-        (True, True, False)
-        >>> same_word("set", "settled"), same_word("wrote", "written")
-        (False, False)
-    """
-    if a == b:
-        return True
-    short, long_ = sorted((a, b), key=len)
-    return (len(short) >= MIN_STEM and long_.startswith(short)) or (
-        len(short) >= SHARED_PREFIX and short[:SHARED_PREFIX] == long_[:SHARED_PREFIX])
-
-
-def _matches(word: str, words: set[str]) -> bool:
-    return word in words or any(same_word(word, w) for w in words)
-
-
 class TopologyVerifier:
     """Deterministic verifier of a question against its query (the tiny tier; ours, after
     ``gate.StructuralVerifier``), from the question's content words (stopwords and wh-words out),
-    a word counting where any form of it occurs (:func:`same_word`: 'Who is the director of X?'
+    a word counting where any form of it occurs (:func:`gate.same_word`: 'Who is the director of X?'
     touches `directed by`):
 
     * faithfulness: the mean of (content words found in the relation labels, anchor titles or

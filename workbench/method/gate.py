@@ -28,8 +28,9 @@ import json
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
+from workbench.config import VERIFIER_VOCABULARIES as VOCABULARIES
 from workbench.method.path_support import word_key
 from workbench.method.prompts import VERIFIER_PROMPT
 from workbench.policy.protocol import render_chain
@@ -199,6 +200,34 @@ def weak_reason(scores: dict) -> str:
     return "ok" if not weak else "weak: " + ", ".join(f"{d}={scores[d]:.2f}" for d in weak)
 
 
+MIN_STEM = 4  # ours: the shortest word another word may extend ('rise' -> 'rises'; 'set' only itself)
+SHARED_PREFIX = 5  # ours: the shortest shared beginning of two forms of one word ('directed', 'director')
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether two lowercase words are forms of one word (ours; a crude stemmer without a word list,
+    since the workbench ships none): equal, or the shorter of at least :data:`MIN_STEM` letters
+    begins the longer ('rise'/'rises', 'citizen'/'citizenship'), or they share their first
+    :data:`SHARED_PREFIX` letters ('directed'/'director', 'employed'/'employer'). Synonyms
+    ('attend' for 'educated') and irregular forms ('wrote'/'written') stay apart.
+
+    Example:
+        >>> same_word("director", "directed"), same_word("rises", "rise"), same_word("born", "borders")
+        (True, True, False)
+        >>> same_word("set", "settled"), same_word("wrote", "written")
+        (False, False)
+    """
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    return (len(short) >= MIN_STEM and long_.startswith(short)) or (
+        len(short) >= SHARED_PREFIX and short[:SHARED_PREFIX] == long_[:SHARED_PREFIX])
+
+
+def _matches(word: str, words: set[str]) -> bool:
+    return word in words or any(same_word(word, w) for w in words)
+
+
 class StructuralVerifier:
     """Deterministic verifier for the tiny tier: checks the question against the chain.
 
@@ -210,23 +239,47 @@ class StructuralVerifier:
       label's content words occurs in the question (at least two relations = a two-hop question);
     * answer_focus: 1 when a relation incident to the answer node is touched, else 0;
     * clarity: 1 when the question has one '?' at its end and min_words..max_words words, else 0.
+
+    ``vocabulary`` (``method.verifier_vocabulary``, ours): 'exact' matches words as written (the
+    default); 'forms' also counts another form of a word (:func:`same_word`: 'director' touches
+    `directed by`); 'forms_types' also counts the chain nodes' entity types (``types``: entity_id ->
+    type, e.g. 'city', 'university') as faithful words, since a question names what it asks for.
+
+    Example:
+        >>> from workbench.method.memory import ChainView
+        >>> chain = ChainView(0, "", [1, 2, 3], ["Kavimo", "Ann Roe", "Uni of Bel"], ["directed by", "educated at"],
+        ...                   ["Kavimo was released in 1990.", "Ann Roe grew up in Bel.", "Uni of Bel has a library."])
+        >>> q = [("At which university was the director of Kavimo educated?", "Uni of Bel")]
+        >>> types = {1: "film", 2: "person", 3: "university"}
+        >>> [StructuralVerifier(vocabulary=v, types=types).judge(chain, q)[0].scores["faithfulness"]
+        ...  for v in ("exact", "forms", "forms_types")]
+        [0.5, 0.75, 1.0]
     """
 
-    def __init__(self, min_words: int = 4, max_words: int = 40):
+    def __init__(self, min_words: int = 4, max_words: int = 40, vocabulary: str = "exact",
+                 types: Mapping[int, str] | None = None):
+        if vocabulary not in VOCABULARIES:
+            raise ValueError(f"method.verifier_vocabulary: {vocabulary!r}; expected one of {list(VOCABULARIES)}")
+        if vocabulary == "forms_types" and types is None:
+            raise ValueError("vocabulary 'forms_types' needs the entities' types (entity_id -> type)")
         self.min_words, self.max_words = min_words, max_words
+        self.forms, self.types = vocabulary != "exact", types if vocabulary == "forms_types" else None
 
     def judge(self, chain, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
         rel_words = [set(_words(r)) - STOPWORDS for r in chain.relations]
         vocab = set().union(*rel_words, *(set(_words(p)) for p in chain.passages))
+        if self.types is not None:
+            vocab |= {self.types[e] for e in chain.entity_ids if e in self.types}
+        found = _matches if self.forms else (lambda w, words: w in words)
         verdicts = []
         for i, (question, answer) in enumerate(candidates):
             words = _words(question)
             content = [w for w in words if w not in STOPWORDS]
             pos = answer_position(chain, answer)
-            touched = {j for j, rw in enumerate(rel_words) if rw & set(content)}
+            touched = {j for j, rw in enumerate(rel_words) if any(found(w, rw) for w in content)}
             incident = {pos - 1, pos} if pos is not None else set()
             scores = {
-                "faithfulness": (sum(w in vocab for w in content) / len(content)
+                "faithfulness": (sum(found(w, vocab) for w in content) / len(content)
                                  if content and pos is not None else 0.0),
                 "multi_hop": min(len(touched), 2) / 2.0,
                 "answer_focus": 1.0 if touched & incident else 0.0,

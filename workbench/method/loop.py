@@ -278,9 +278,10 @@ class OpenGate:
         return [Verdict(i, q, a, True, scores={d: 1.0 for d in DIMENSIONS}) for i, (q, a) in enumerate(candidates)]
 
 
-def make_verifier(name: str, policy, max_new_tokens: int = 256):
+def make_verifier(name: str, policy, max_new_tokens: int = 256, vocabulary: str = "exact", con=None):
     """The quality gate's verifier by name (``method.verifier``): 'structural' (deterministic, the
-    tiny tier), 'open' (SSP: no chain to check) or 'llm' (the policy itself judges, greedily, with
+    tiny tier; its word matching ``vocabulary``, ``method.verifier_vocabulary``, the entities' types
+    read from the store ``con`` for 'forms_types'), 'open' (SSP: no chain to check) or 'llm' (the policy itself judges, greedily, with
     ``gate.LLMVerifier``'s grouped prompt, a round's chains in one batch: ``llm_judges``; EoG's
     queries keep ``eog.TopologyVerifier``, see ``Trainer``).
 
@@ -288,8 +289,10 @@ def make_verifier(name: str, policy, max_new_tokens: int = 256):
         >>> type(make_verifier("open", None)).__name__
         'OpenGate'
     """
-    if name == "structural":
-        return StructuralVerifier()
+    if name == "structural":  # 'forms_types' reads the entities' types from the store ``con``
+        types = (dict(con.execute("SELECT entity_id, type FROM entities").fetchall())
+                 if vocabulary == "forms_types" else None)
+        return StructuralVerifier(vocabulary=vocabulary, types=types)
     if name == "open":
         return OpenGate()
     if name == "llm":
@@ -378,7 +381,7 @@ class Trainer:
         # Dr. Free's reward reads no rollout: it is scored before the solver runs (reward_proposer)
         self.rollout_free = bool(self.proposer_reward) and not R.needs_outcome(self.proposer_reward)
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
-                                      policy, m.verifier_max_new_tokens)
+                                      policy, m.verifier_max_new_tokens, m.verifier_vocabulary, con)
         # Eq. 8's LLM extractor only where Eq. 7 reads its path: another reward's S_path only fills
         # the metrics, from the deterministic extraction (no extra greedy batch a round)
         self.extractor = (LLMPathExtractor(policy, m.extractor_max_new_tokens)
