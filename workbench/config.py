@@ -399,7 +399,8 @@ def _paper_preset(name: str, model: str) -> Config:
     Search-R1's), the k3 KL at 0.001 (Search-R1's) adapted towards 0.01, micro-batches of 4
     sequences, 200,000 walks for G_0, 100 validation questions per dataset, the seed pool and the
     validation split drawn from NQ + HotpotQA training data (dataset ``nq_hotpotqa``, splits
-    ``seed`` and ``val``; section 4.1), and the tiny tier's gate, anneal and path-support values.
+    ``seed`` and ``val``; section 4.1), the dense index memory-mapped with each hit's passage read
+    from the store (``search.mmap``), and the tiny tier's gate, anneal and path-support values.
     """
     return Config(
         name=name,

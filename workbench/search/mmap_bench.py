@@ -105,8 +105,9 @@ def write_synthetic_vectors(db: str, index_dir: Path, seed: int = 0) -> dict:
     return meta
 
 
-def child(db: str, mode: str, index: str, batch: int, batches: int, index_dir: str | None) -> dict:
-    """One mode's figures (module doc), measured in this process."""
+def child(db: str, mode: str, index: str, batch: int, batches: int, index_dir: str | None) -> tuple[dict, object]:
+    """One mode's figures (module doc), measured in this process, and the tool (whose mapping a
+    holding child keeps alive)."""
     import torch
 
     from workbench import store
@@ -131,7 +132,7 @@ def child(db: str, mode: str, index: str, batch: int, batches: int, index_dir: s
             "queries": batch * batches, "queries_per_s": round(batch * batches / seconds, 1),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "before_open": before, "after_open": after_open, "end": proc_memory(),
-            "hits_sha256": digest.hexdigest()}
+            "hits_sha256": digest.hexdigest()}, tool
 
 
 def _spawn(args, mode: str, hold: bool = False) -> tuple[subprocess.Popen, dict]:
@@ -159,9 +160,11 @@ def main(argv=None) -> int:
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.db, args.child, args.index, args.batch, args.batches, args.index_dir)), flush=True)
-        if args.hold:  # keep the mapping alive until the parent closes our stdin
+        result, tool = child(args.db, args.child, args.index, args.batch, args.batches, args.index_dir)
+        print(json.dumps(result), flush=True)
+        if args.hold:  # the tool, and so its mapping, stays alive until the parent closes our stdin
             sys.stdin.read()
+        del tool
         return 0
     if args.synthetic_vectors:
         if not args.index_dir or args.index != "dense":

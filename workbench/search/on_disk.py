@@ -130,7 +130,10 @@ def corpus_record(con, root: Path, chunk: int = DENSE_CHUNK) -> dict:
             final.mkdir(parents=True, exist_ok=True)
             os.replace(staging / "passage_ids.npy", final / "passage_ids.npy")
             staging.rmdir()
-            _write_json(known, {"fingerprint": fingerprint, "digest": digest, "passages": passages})
+            # a name of this process's own: two processes recording the same corpus never share a temporary
+            _write_json(known.with_name(f".{os.getpid()}.{known.name}"),
+                        {"fingerprint": fingerprint, "digest": digest, "passages": passages})
+            os.replace(known.with_name(f".{os.getpid()}.{known.name}"), known)
         cur.commit()
     finally:
         cur.close()
