@@ -29,7 +29,7 @@ Example:
     >>> _ = con.execute("INSERT INTO entities VALUES (1, 'Tea', 'plant', 'entity', 't')")
     >>> _ = con.execute("INSERT INTO passages VALUES (7, 1, 0, 'Tea grows in Assam.'), (9, NULL, 0, 'Coffee.')")
     >>> record = corpus_record(con, root / "s.index")
-    >>> record["passages"], list(np.load(record["passage_ids"]))
+    >>> record["passages"], np.load(record["passage_ids"]).tolist()
     (2, [7, 9])
     >>> StorePassages(con, record["passage_ids"]).rows([1, 0])
     [(9, None, '', 'Coffee.'), (7, 1, 'Tea', 'Tea grows in Assam.')]
