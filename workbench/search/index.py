@@ -147,10 +147,11 @@ class BM25Index:
         self.retriever.save(str(folder), show_progress=False)
 
     @classmethod
-    def load(cls, folder: Path) -> "BM25Index":
+    def load(cls, folder: Path, mmap: bool = False) -> "BM25Index":
+        """The saved index; ``mmap``: its score arrays memory-mapped (``search.mmap``), not read."""
         import bm25s
 
-        return cls(bm25s.BM25.load(str(folder), show_progress=False))
+        return cls(bm25s.BM25.load(str(folder), show_progress=False, mmap=mmap))
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and scores, shape (len(queries), k), for the whole batch in one bm25s call.
@@ -289,10 +290,13 @@ class DenseIndex:
         faiss.write_index(self.index, str(folder / "index.faiss"))
 
     @classmethod
-    def load(cls, folder: Path, encoder: Encoder) -> "DenseIndex":
+    def load(cls, folder: Path, encoder: Encoder, mmap: bool = False) -> "DenseIndex":
+        """The saved index; ``mmap`` (``search.mmap``): its vectors a shared read-only mapping of the
+        file (``IO_FLAG_MMAP_IFC``), paged in by the OS, searched by the same FAISS kernel."""
         import faiss
 
-        return cls(faiss.read_index(str(folder / "index.faiss")), encoder)
+        flags = faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY if mmap else 0
+        return cls(faiss.read_index(str(folder / "index.faiss"), flags), encoder)
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and cosine scores for the whole batch: one encoder call, one FAISS call
@@ -304,15 +308,36 @@ class DenseIndex:
         import torch
 
         if self._matrix is None:
-            self._matrix = torch.from_numpy(self.vectors()).to(self.device, torch.float16)
+            self._matrix = to_device(self.vectors(copy=False), self.device)
         return exact_topk(self._matrix, torch.from_numpy(embedded), k)
 
-    def vectors(self) -> np.ndarray:
-        """The indexed passage embeddings, (passages, dim) float32, read from the FAISS index."""
+    def vectors(self, copy: bool = True) -> np.ndarray:
+        """The indexed passage embeddings, (passages, dim) float32, read from the FAISS index;
+        ``copy=False``: a view of FAISS's own buffer (a memory-mapped index's file pages)."""
         import faiss
 
         flat = faiss.rev_swig_ptr(self.index.get_xb(), self.index.ntotal * self.index.d)
-        return np.array(flat, dtype=np.float32).reshape(self.index.ntotal, self.index.d)
+        view = flat.view(np.float32).reshape(self.index.ntotal, self.index.d)
+        return np.array(view) if copy else view
+
+
+def to_device(vectors: np.ndarray, device: str, chunk: int = 1 << 18):
+    """``vectors`` as a float16 torch tensor on ``device``, copied ``chunk`` rows at a time, so no
+    second host copy of the whole matrix is made (a memory-mapped index stays in the page cache).
+
+    Example:
+        >>> import torch
+        >>> v = np.arange(6, dtype=np.float32).reshape(3, 2) / 3
+        >>> bool((to_device(v, "cpu", chunk=2) == torch.from_numpy(v).to(torch.float16)).all())
+        True
+    """
+    import torch
+
+    out = torch.empty(vectors.shape, dtype=torch.float16, device=device)
+    for start in range(0, len(vectors), chunk):
+        out[start:start + chunk] = torch.from_numpy(np.ascontiguousarray(vectors[start:start + chunk])).to(
+            device, torch.float16)
+    return out
 
 
 def open_index(con, corpus: Corpus, kind: str = "bm25", model: str | None = None, e5: bool | None = None,

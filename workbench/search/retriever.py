@@ -23,7 +23,7 @@ from workbench import paths
 def make_retriever(con, search_cfg, index: str | None = None):
     """``RemoteRetriever(search.url)`` when a URL is set, else ``SearchTool`` over ``con`` with
     ``index`` (default ``search.index``), ``search.dense_model`` (``paths.local_model``) and
-    ``search.device``."""
+    ``search.device``, memory-mapped with passages read from the store when ``search.mmap``."""
     if search_cfg.url:
         from workbench.search.client import RemoteRetriever
 
@@ -31,4 +31,5 @@ def make_retriever(con, search_cfg, index: str | None = None):
     from workbench.search.tool import SearchTool
 
     return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk, device=search_cfg.device,
-                      model=paths.local_model(search_cfg.dense_model) if search_cfg.dense_model else None)
+                      model=paths.local_model(search_cfg.dense_model) if search_cfg.dense_model else None,
+                      mmap=search_cfg.mmap)

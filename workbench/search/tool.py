@@ -152,7 +152,10 @@ class SearchTool(Retriever):
     (default: the packaged all-MiniLM-L6-v2; any sentence-transformers or E5 path); ``e5``
     forces E5 prefixes on or off (default: detected from the model name). ``index_dir`` moves
     the persisted indexes (default: beside the store); ``device`` is where dense search runs
-    (``search.device``: 'cpu' with FAISS, 'cuda' with an exact top-k on the GPU).
+    (``search.device``: 'cpu' with FAISS, 'cuda' with an exact top-k on the GPU). ``mmap``
+    (``search.mmap``): the index memory-mapped and each hit's passage read from the store
+    (``search.on_disk``; ``corpus`` is then None); a store given by path is then opened read-only
+    and stays open while the tool lives.
 
     Example:
         >>> from workbench import store
@@ -164,39 +167,61 @@ class SearchTool(Retriever):
 
     def __init__(self, db_or_con, index: str = "bm25", topk: int = 3, model: str | None = None,
                  e5: bool | None = None, cache: bool = True, index_dir: str | Path | None = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", mmap: bool = False):
         super().__init__(topk=topk, cache=cache)
+        self.kind = index
+        self.corpus, self.passages, self._own = None, None, None
         if isinstance(db_or_con, (str, Path)):
             if not Path(db_or_con).exists():
                 raise FileNotFoundError(f"no store at {db_or_con}")
             from workbench import store
 
-            con = store.connect(db_or_con)
+            # mmap: passages are read per search, so the (read-only) connection stays open
+            con = store.connect(db_or_con, read_only=mmap)
             try:
-                self.corpus = load_corpus(con)
-                self.index = open_index(con, self.corpus, index, model, e5, index_dir, device)
+                self._open(con, index, model, e5, index_dir, device, mmap)
             finally:
-                con.close()
+                if self.passages is None:
+                    con.close()
+                else:
+                    self._own = con
         else:
-            self.corpus = load_corpus(db_or_con)
-            self.index = open_index(db_or_con, self.corpus, index, model, e5, index_dir, device)
-        self.kind = index
+            self._open(db_or_con, index, model, e5, index_dir, device, mmap)
+
+    def _open(self, con, index, model, e5, index_dir, device, mmap: bool) -> None:
+        """The index and the passages: memory-mapped and from the store (``mmap``: ``search.on_disk``;
+        an in-memory store has nothing to map and loads as without it), else both in memory."""
+        if mmap:
+            from workbench.search.on_disk import open_mmap
+
+            opened = open_mmap(con, index, model, e5, index_dir, device)
+            if opened is not None:
+                self.index, self.passages = opened
+                return
+        self.corpus = load_corpus(con)
+        self.index = open_index(con, self.corpus, index, model, e5, index_dir, device)
+
+    @property
+    def n_passages(self) -> int:
+        """The number of passages searched."""
+        return len(self.corpus) if self.corpus is not None else len(self.passages)
+
+    def _rows(self, rows: list[int]) -> list[tuple]:
+        """(passage_id, entity_id, title, text) of index rows: from the corpus, or read from the store."""
+        if self.passages is not None:
+            return self.passages.rows(rows)
+        c: Corpus = self.corpus
+        return [(c.passage_ids[r], c.entity_ids[r], c.titles[r], c.texts[r]) for r in rows]
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        corpus: Corpus = self.corpus
-        k_eff = min(k, len(corpus))
-        rows, scores = self.index.search(queries, k_eff)
-        out = []
+        rows, scores = self.index.search(queries, min(k, self.n_passages))
+        kept = []
         for row, score in zip(rows, scores):
             # Canonical order: score descending, then passage order, so ties never depend on
             # the backend's partial sort.
             order = sorted((i for i in range(len(row)) if row[i] >= 0), key=lambda i: (-float(score[i]), int(row[i])))
-            hits = []
-            for i in order:
-                if self.kind == "bm25" and score[i] <= 0:
-                    continue
-                r = int(row[i])
-                hits.append(Hit(corpus.passage_ids[r], corpus.entity_ids[r], corpus.titles[r],
-                                corpus.texts[r], float(np.float32(score[i]))))
-            out.append(hits)
-        return out
+            # BM25: a passage scoring 0 shares no term with the query
+            kept.append([(int(row[i]), float(np.float32(score[i]))) for i in order
+                         if not (self.kind == "bm25" and score[i] <= 0)])
+        fetched = iter(self._rows([r for hits in kept for r, _ in hits]))  # one store read per batch
+        return [[Hit(*next(fetched), score) for _, score in hits] for hits in kept]
