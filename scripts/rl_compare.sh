@@ -33,9 +33,12 @@
 # own key, as the cache always does.
 # REFERENCE names the configuration the Welch tests compare against (default coevokg; e.g.
 # REFERENCE=drfree for Dr. Free's Table 3 rows).
-# RESUME=1 continues the runs an earlier call left in SCRATCH (the same PRESET, specs and settings;
-# STEPS may be larger): nothing is rebuilt or replaced, each run resumes from its last checkpoint
-# (`workbench train --resume`) and is evaluated again; the bases' evaluations are the earlier call's.
+# RESUME=1 continues the runs an earlier call left in SCRATCH: the same PRESET, LIMIT, specs, DATASET,
+# ENGINE and base (recorded in SCRATCH/logs/call.txt; a call that differs is refused), STEPS may be
+# larger, and STORE and WARMSTARTS are left unset (the earlier call's copies are used). Nothing is
+# rebuilt or replaced: each run resumes from its last checkpoint (`workbench train --resume`, its
+# log appended to) and is evaluated again; the bases' evaluations are the earlier call's (made now
+# where that call did not finish one).
 # Runs longer than one call's time limit train over several calls this way (e.g. 56 rounds of 12
 # runs on one GPU: back-to-back calls of one device lease, whose /tmp survives between them).
 set -eo pipefail
@@ -50,10 +53,12 @@ for v in MODEL STORE WARMSTARTS; do  # the folders below are replaced: never wit
   case "${!v:-}" in "$S"/data|"$S"/data/*|"$S"/runs|"$S"/runs/*|"$S"/base|"$S"/base/*|"$S"/base_kg|"$S"/base_kg/*|"$S"/base_topology|"$S"/base_topology/*)
     echo "$v=${!v} lies in SCRATCH=$S, whose data/, runs/ and base/ this script replaces: copy it elsewhere first" >&2; exit 2;; esac
 done
+case "${RESUME:-}" in ""|1) ;; *) echo "RESUME=$RESUME: expected 1 (continue the runs in SCRATCH) or unset" >&2; exit 2;; esac
 if [ -n "${RESUME:-}" ]; then
-  [ -f "$S/data/_base.duckdb" ] || { echo "RESUME=$RESUME: SCRATCH=$S holds no earlier call's runs (no data/_base.duckdb)" >&2; exit 2; }
-  for spec in "${@:5}"; do [ -f "$S/data/${spec%%:*}.duckdb" ] || {
-    echo "RESUME=$RESUME: run ${spec%%:*} is not in SCRATCH=$S (an earlier call's specs only)" >&2; exit 2; }; done
+  [ -f "$S/data/_base.duckdb" ] && [ -f "$S/logs/call.txt" ] || {
+    echo "RESUME=1: SCRATCH=$S holds no earlier call's runs (no data/_base.duckdb and logs/call.txt)" >&2; exit 2; }
+  for v in STORE WARMSTARTS; do [ -z "${!v:-}" ] || {
+    echo "RESUME=1 uses the earlier call's store and warm starts in SCRATCH: leave $v unset" >&2; exit 2; }; done
 else
   rm -rf "$S/data" "$S/runs" "$S/logs" "$S/base" "$S/base_kg" "$S/base_topology"; mkdir -p "$S/data" "$S/logs"
 fi
@@ -74,7 +79,20 @@ eng_train=() eng_eval=(); if [ -n "$engine" ]; then eng_train=(--set "rollout.ba
 db="$S/data/_base.duckdb" L="$S/logs"
 from=(--model "$base")  # train's base; a tiny backbone's runs make (or reuse) their preset's warm start as before
 if [ -z "$base" ]; then from=(); base="$S/base"; fi
-resume=(); if [ -n "${RESUME:-}" ]; then resume=(--resume); echo "resuming the runs in $S"; fi
+# What a RESUME call must share with the first call (STEPS, TRAIN_TIMEOUT, GPUS and OUT may change)
+call=$(printf 'preset=%s\nlimit=%s\ndataset=%s\nengine=%s\nbase=%s\n' "$preset" "$limit" "$ds" "$engine" "$base"; printf 'spec=%s\n' "$@")
+resume=()
+if [ -n "${RESUME:-}" ]; then
+  if [ "$call" != "$(cat "$L/call.txt")" ]; then
+    echo "RESUME=1: this call differs from the one that started the runs in $S (only STEPS, TRAIN_TIMEOUT, GPUS and OUT may change):" >&2
+    diff <(echo "$call") "$L/call.txt" >&2 || true; exit 2
+  fi
+  for spec in "$@"; do [ -f "$S/data/${spec%%:*}.duckdb" ] || {
+    echo "RESUME=1: run ${spec%%:*}'s store is not in $S/data (the earlier call stopped before making it): start again without RESUME" >&2; exit 2; }; done
+  resume=(--resume); echo "resuming the runs in $S"
+else
+  echo "$call" > "$L/call.txt"
+fi
 if [ -z "${RESUME:-}" ]; then  # the set-up: the base store, the warm starts, each run's copy, the bases' evaluations
 if [ -n "${STORE:-}" ]; then
   [ -f "$STORE" ] || { echo "STORE=$STORE: no such store file (expected a workbench DuckDB store)" >&2; exit 2; }
@@ -106,23 +124,25 @@ for copy in _base "${base_copies[@]}" "${@%%:*}"; do
   [ "$copy" = _base ] || cp "$db" "$S/data/$copy.duckdb"  # each run its own store (one writer per file)
   if [ -n "${STORE:-}" ] && [ -d "$index" ]; then cp -al "$index" "$S/data/$copy.index" 2>/dev/null || cp -r "$index" "$S/data/$copy.index"; fi
 done
+fi
 gpus=(${GPUS:-})
+unevaluated() { [ -z "${RESUME:-}" ] || ! grep -q " macro " "$1" 2>/dev/null; }  # a RESUME call makes only a missing one
 # the base's evaluation on the last listed GPU (the first run takes the first)
-( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
-  $wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base.txt" ) &
+if unevaluated "$L/eval_base.txt"; then ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
+  $wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base.txt" ) & fi
 for w in kg topology; do  # the other warm starts, beside it
-  [ -d "$S/base_$w" ] || continue
+  [ -d "$S/base_$w" ] && unevaluated "$L/eval_base_$w.txt" || continue
   ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
     $wb eval --db "$S/data/_base_$w.duckdb" --model "$S/base_$w" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base_$w.txt" ) &
 done
-fi
 echo "base: $base"
 i=0
 for spec in "$@"; do
   IFS=: read -r name method sets <<< "$spec"
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done
   if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[$((i++ % ${#gpus[@]}))]}; fi
-  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${resume[@]}" "${from[@]}" "${eng_train[@]}" "${args[@]}" > "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
+  if [ -n "${RESUME:-}" ]; then echo "== resumed up to $steps rounds" >> "$L/train_$name.log"; fi
+  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${resume[@]}" "${from[@]}" "${eng_train[@]}" "${args[@]}" >> "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
     $wb runs show "$name" --db "$S/data/$name.duckdb" --json > "$L/metrics_$name.json" 2>&1 || true
     $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
 done

@@ -268,6 +268,9 @@ def test_the_verifier_vocabulary_counts_word_forms_then_entity_types():
         StructuralVerifier(vocabulary="stems")
     with pytest.raises(ValueError, match="needs the entities' types"):
         StructuralVerifier(vocabulary="forms_types")
+    # an imported store's types: some missing, some capitalised or of several words
+    imported = StructuralVerifier(vocabulary="forms_types", types={1: None, 2: "Person", 3: "Public University"})
+    assert imported.judge(chain, cand)[0].scores["faithfulness"] == 1.0
 
 
 def test_the_loop_reads_the_types_from_the_store_and_config_checks_the_name():
@@ -278,6 +281,10 @@ def test_the_loop_reads_the_types_from_the_store_and_config_checks_the_name():
     con.execute("INSERT INTO entities VALUES (1, 'Kavimo', 'film', 'entity', 'test'), (3, 'Uni of Bel', 'university', 'entity', 'test')")
     assert make_verifier("structural", None, vocabulary="forms_types", con=con).types == {1: "film", 3: "university"}
     assert make_verifier("structural", None).types is None
+    con.execute("INSERT INTO entities VALUES (4, 'Imported', NULL, 'entity', 'kilt')")
+    assert 4 not in make_verifier("structural", None, vocabulary="forms_types", con=con).types
+    with pytest.raises(ValueError, match="applies to the structural verifier only, not to 'open'"):
+        make_verifier("open", None, vocabulary="forms")
     assert preset("tiny").method.verifier_vocabulary == "exact"
     with pytest.raises(ValueError, match="config field 'method.verifier_vocabulary': expected one of"):
         preset("tiny", **{"method.verifier_vocabulary": "stems"})

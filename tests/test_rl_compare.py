@@ -175,16 +175,34 @@ def test_rl_compare_resumes_the_runs_of_an_earlier_call(tmp_path):
     metrics = json.loads((tmp_path / "out2" / "metrics.json").read_text())
     assert [row["round"] for row in metrics["a"]] == [0, 1]
     assert "a (B) vs base (A): B - A macro EM" in (tmp_path / "out2" / "summary.txt").read_text()
+    log = (tmp_path / "s" / "logs" / "train_a.log").read_text()
+    assert log.count("a (coevokg)") >= 2 and "== resumed up to 2 rounds" in log  # both calls' training kept
+    # a call with another spec (here another seed) is refused before anything runs
+    changed = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "3", "2", "600", "a:coevokg:method.seed=1"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert changed.returncode == 2 and "this call differs" in changed.stderr
+    assert [row["round"] for row in json.loads((tmp_path / "out2" / "metrics.json").read_text())["a"]] == [0, 1]
 
 
-def test_rl_compare_resume_refuses_a_scratch_without_those_runs(tmp_path):
+def test_rl_compare_resume_refuses_what_it_cannot_continue(tmp_path):
     env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "RESUME": "1"}
-    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env.pop("STORE", None), env.pop("WARMSTARTS", None), env.pop("MODEL", None)
+
+    def call(**extra):
+        return subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
+                              cwd=ROOT, env={**env, **extra}, capture_output=True, text=True, timeout=120)
+
+    done = call()
     assert done.returncode == 2 and "holds no earlier call's runs" in done.stderr
+    assert call(RESUME="0").stderr.startswith("RESUME=0: expected 1")
     (tmp_path / "data").mkdir()
+    (tmp_path / "logs").mkdir()
     (tmp_path / "data" / "_base.duckdb").write_bytes(b"")
-    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "run a is not in SCRATCH" in done.stderr
-    assert (tmp_path / "data" / "_base.duckdb").exists()  # nothing removed
+    (tmp_path / "logs" / "call.txt").write_text("preset=smoke\nlimit=2\ndataset=tinyworld\nengine=hf\n"
+                                                f"base={tmp_path / 'base'}\nspec=b:coevokg:\n")
+    done = call(STORE=str(tmp_path.parent / f"{tmp_path.name}-mine.duckdb"))
+    assert done.returncode == 2 and "leave STORE unset" in done.stderr
+    done = call()  # run a, where the first call ran b
+    assert done.returncode == 2 and "this call differs from the one that started the runs" in done.stderr
+    assert "spec=a:coevokg:" in done.stderr and "spec=b:coevokg:" in done.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["_base.duckdb", "call.txt", "data", "logs", "out"]  # nothing touched (OUT made empty)

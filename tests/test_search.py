@@ -200,6 +200,14 @@ def test_cli_search_prints_rendered_hits(db, capsys):
     assert "-k must be at least 1" in capsys.readouterr().err
 
 
+def test_cli_search_mmap_prints_the_same_hits_and_releases_the_store(db, capsys):
+    assert cli.main(["search", "--db", str(db), "Who directed Grey Tide?", "-k", "2"]) == 0
+    plain = capsys.readouterr().out
+    assert cli.main(["search", "--db", str(db), "Who directed Grey Tide?", "-k", "2", "--mmap"]) == 0
+    assert capsys.readouterr().out == plain
+    store.connect(db).close()  # read-write again in this process: the mapped tool closed its connection
+
+
 def test_cli_search_opens_the_store_read_only(db, tmp_path, capsys):
     """Regression: `workbench search` opened the store for writing (issue 12). A read-only
     connection held here makes any read-write open of the same file in this process fail."""

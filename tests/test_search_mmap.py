@@ -98,7 +98,7 @@ def test_a_changed_corpus_gets_its_own_index_never_the_stale_one(tmp_path):
     before = SearchTool(path, index="bm25", mmap=True)
     old = before.search(["Veruna glassworks"])[0][0]
     assert old.text.endswith("glassworks.")
-    before._own.close()  # the store given by path stays open (read-only) while the tool lives
+    before.close()  # the store given by path stays open (read-only) until the tool is closed
     con = store.connect(path)
     con.execute("UPDATE passages SET text = 'Veruna is famous for its clocks and glassworks.' WHERE entity_id = 3")
     con.close()
@@ -108,7 +108,7 @@ def test_a_changed_corpus_gets_its_own_index_never_the_stale_one(tmp_path):
     names = sorted(p.name.split("-")[0] for p in root.iterdir())
     assert names == ["bm25", "bm25", "corpus", "corpus", "fingerprint", "fingerprint"]
     # and the default (in-memory) tool, keyed by the content hash, agrees on the folder it uses
-    after._own.close()
+    after.close()
     assert SearchTool(path, index="bm25").search(["Veruna glassworks"])[0][0] == hit
 
 
@@ -142,3 +142,30 @@ def test_the_setting_is_off_for_the_tiny_tier_and_on_for_the_paper_presets(tmp_p
     assert tool.corpus is None and tool.passages is not None
     assert make_retriever(con, preset("tiny").search).corpus is not None
     con.close()
+
+
+def test_a_tool_by_path_holds_the_store_until_closed_and_says_why_it_cannot_search_without_it(tmp_path):
+    path = tmp_path / "w.duckdb"
+    make_store(path).close()
+    with SearchTool(path, index="bm25", mmap=True) as tool:
+        assert tool.search(["Mirrel harbour"])[0][0].title == "Mirrel"
+    writer = store.connect(path)  # read-write again once the tool is closed
+    with pytest.raises(RuntimeError, match="holds it open read-write: pass that open connection"):
+        SearchTool(path, index="bm25", mmap=True)
+    tool = SearchTool(writer, index="bm25", mmap=True)
+    writer.close()
+    with pytest.raises(RuntimeError, match="the store connection the search tool was opened on is closed"):
+        tool.search(["Mirrel harbour"])
+
+
+def test_the_bench_refuses_random_vectors_in_the_stores_own_index_folder(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "w.duckdb"
+    make_store(path).close()
+    done = subprocess.run([sys.executable, "-m", "workbench.search.mmap_bench", str(path), "--index", "dense",
+                           "--index-dir", str(tmp_path / "w.index"), "--synthetic-vectors"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "the store's own index folder" in done.stderr
+    assert not (tmp_path / "w.index").exists()

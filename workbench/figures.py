@@ -1074,7 +1074,8 @@ def topology_curriculum(con=None, runs: list[str] | None = None, ref: Reference 
             whole_ticks(fig, int(success["round"].max()), title_text="round", row=1, col=col)
     fig.update_yaxes(title_text="synthesis success (admitted / queries)", range=[0, 1.05], tickformat=".0%", row=1, col=1)
     shown = None if all_runs is None else all_runs[all_runs.run.isin(shown_runs)]
-    note = f"{ref.label}: {', '.join(shown_runs)}" if ref is not None else ""
+    note = "" if ref is None else f"{ref.label}: " + (", ".join(shown_runs) if len(shown_runs) <= 4
+                                                      else f"{len(shown_runs)} runs")
     fig = _layout(fig, "Topology curriculum: synthesis success per topology (EoG, Fig. 7 analogue)", shown,
                   height=480, note=note, ref=ref)
     return legend_below(fig, panels_px=320, y=-0.2)

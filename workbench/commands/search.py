@@ -17,6 +17,9 @@ def _add_index(p: argparse.ArgumentParser) -> None:
                    help="dense encoder: a sentence-transformers or E5 path (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--e5", action=argparse.BooleanOptionalAction, default=None,
                    help="force E5 'query: '/'passage: ' prefixes on or off (default: detect from the model name)")
+    p.add_argument("--mmap", action="store_true",
+                   help="search the persisted index memory-mapped, each hit's passage read from the store "
+                        "(search.mmap: one page-cache copy of a wiki-18 index per machine)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +58,10 @@ def _tool(args: argparse.Namespace, topk: int):
     from workbench import store
     from workbench.search.tool import SearchTool
 
-    con = store.connect(existing_db(args, "build a world or import a source first"), read_only=True)
+    path = existing_db(args, "build a world or import a source first")
+    if args.mmap:  # the tool opens the store read-only itself and keeps it open: it reads passages per search
+        return SearchTool(path, index=args.index, topk=topk, model=args.model, e5=args.e5, mmap=True)
+    con = store.connect(path, read_only=True)
     try:
         return SearchTool(con, index=args.index, topk=topk, model=args.model, e5=args.e5)
     finally:
@@ -71,7 +77,11 @@ def _search(args: argparse.Namespace) -> int:
         tool = RemoteRetriever(args.url, topk=args.k)
     else:
         tool = _tool(args, args.k)
-    print(tool.render(tool.search([args.query])[0]) or "(no passage matches)", end="")
+    try:
+        print(tool.render(tool.search([args.query])[0]) or "(no passage matches)", end="")
+    finally:
+        if hasattr(tool, "close"):
+            tool.close()
     return 0
 
 

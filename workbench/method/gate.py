@@ -268,8 +268,8 @@ class StructuralVerifier:
     def judge(self, chain, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
         rel_words = [set(_words(r)) - STOPWORDS for r in chain.relations]
         vocab = set().union(*rel_words, *(set(_words(p)) for p in chain.passages))
-        if self.types is not None:
-            vocab |= {self.types[e] for e in chain.entity_ids if e in self.types}
+        if self.types is not None:  # a type's words, as a question's ('film director', 'City')
+            vocab = vocab.union(*(_words(self.types[e]) for e in chain.entity_ids if self.types.get(e)))
         found = _matches if self.forms else (lambda w, words: w in words)
         verdicts = []
         for i, (question, answer) in enumerate(candidates):

@@ -169,6 +169,11 @@ def main(argv=None) -> int:
     if args.synthetic_vectors:
         if not args.index_dir or args.index != "dense":
             parser.error("--synthetic-vectors needs --index-dir DIR (never beside the store) and --index dense")
+        from workbench.search.index import index_root
+
+        if Path(args.index_dir).resolve() == index_root(Path(args.db)).resolve():
+            parser.error(f"--index-dir {args.index_dir} is the store's own index folder: random vectors there "
+                         "would be served as its real dense index; give another folder")
         write_synthetic_vectors(args.db, Path(args.index_dir))
     _, memory = _spawn(args, "memory")
     first, mapped = _spawn(args, "mmap", hold=True)

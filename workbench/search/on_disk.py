@@ -156,9 +156,15 @@ class StorePassages:
 
     def rows(self, rows) -> list[tuple]:
         """(passage_id, entity_id, title, text) of each index row, in the order given."""
+        import duckdb
+
         wanted = [int(self.ids[int(r)]) for r in rows]
-        found = {pid: (pid, ent, title, text) for pid, ent, title, text in
-                 self.cur.execute(_HITS_SQL, [sorted(set(wanted))]).fetchall()}
+        try:
+            fetched = self.cur.execute(_HITS_SQL, [sorted(set(wanted))]).fetchall()
+        except duckdb.ConnectionException as e:  # the caller closed the connection the tool reads through
+            raise RuntimeError("search.mmap reads each hit's passage from the store, but the store connection the "
+                               "search tool was opened on is closed: keep it open while the tool searches") from e
+        found = {pid: (pid, ent, title, text) for pid, ent, title, text in fetched}
         missing = [pid for pid in wanted if pid not in found]
         if missing:
             raise RuntimeError(f"passage(s) {missing[:5]} of the index are no longer in the store: the store "

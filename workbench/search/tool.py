@@ -155,7 +155,8 @@ class SearchTool(Retriever):
     (``search.device``: 'cpu' with FAISS, 'cuda' with an exact top-k on the GPU). ``mmap``
     (``search.mmap``): the index memory-mapped and each hit's passage read from the store
     (``search.on_disk``; ``corpus`` is then None); a store given by path is then opened read-only
-    and stays open while the tool lives.
+    and stays open until :meth:`close` (or the end of a ``with`` block), which DuckDB's file lock
+    needs before another process, or this one read-write, opens that store.
 
     Example:
         >>> from workbench import store
@@ -174,10 +175,16 @@ class SearchTool(Retriever):
         if isinstance(db_or_con, (str, Path)):
             if not Path(db_or_con).exists():
                 raise FileNotFoundError(f"no store at {db_or_con}")
+            import duckdb
+
             from workbench import store
 
             # mmap: passages are read per search, so the (read-only) connection stays open
-            con = store.connect(db_or_con, read_only=mmap)
+            try:
+                con = store.connect(db_or_con, read_only=mmap)
+            except duckdb.ConnectionException as e:
+                raise RuntimeError(f"search.mmap opens {db_or_con} read-only, but this process holds it open "
+                                   "read-write: pass that open connection to SearchTool instead of the path") from e
             try:
                 self._open(con, index, model, e5, index_dir, device, mmap)
             finally:
@@ -187,6 +194,20 @@ class SearchTool(Retriever):
                     self._own = con
         else:
             self._open(db_or_con, index, model, e5, index_dir, device, mmap)
+
+    def close(self) -> None:
+        """Release the store: the passages' cursor, and the connection the tool opened itself."""
+        if self.passages is not None:
+            self.passages.close()
+        if self._own is not None:
+            self._own.close()
+            self._own = None
+
+    def __enter__(self) -> "SearchTool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _open(self, con, index, model, e5, index_dir, device, mmap: bool) -> None:
         """The index and the passages: memory-mapped and from the store (``mmap``: ``search.on_disk``;
