@@ -117,6 +117,14 @@ def test_every_step_runs_then_a_rerun_skips_them_all(files, whole, capsys):
     assert json.loads(rows["kilt"])["entities"] == 40 and json.loads(rows["pool"])["chains"] > 0
     assert dense["e5"] is True and dense["passages"] > 40 + 20  # KILT paragraphs and wiki-18 passages
     assert (db.with_suffix(".index") / dense["key"] / "index.faiss").exists()
+    # and what search.mmap looks up first: the corpus's fingerprint record, so its first open streams nothing
+    from workbench.search.on_disk import store_fingerprint
+
+    con = store.connect(db, read_only=True)
+    try:
+        assert (db.with_suffix(".index") / f"fingerprint-{store_fingerprint(con)[:32]}.json").exists()
+    finally:
+        con.close()
     # the store is what `workbench plan` asks of a paper run (the model itself is not downloaded here)
     checks = {c.name: c.ok for c in check_inputs(preset("paper"), db, model=str(files / "e5-mini"))}
     assert all(ok for name, ok in checks.items() if name != "dense encoder"), checks

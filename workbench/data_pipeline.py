@@ -228,8 +228,13 @@ def e5_step(folder: Path, model: str, upstream: list[Step], chunk: int = search_
         db = search_index.db_file(con)
         if db is None:
             raise ValueError("e5-index: the dense index is persisted beside the store: use a store file (--db)")
+        from workbench.search.on_disk import corpus_record
+
         encoder = search_index.Encoder(model)
-        digest = search_index.corpus_digest(con, chunk)
+        # the corpus's digest, streamed once, also recorded for search.mmap (the fingerprint -> digest
+        # record and the row -> passage_id map), so the paper tier's first mapped search opens at once
+        record = corpus_record(con, search_index.index_root(db), chunk)
+        digest = (record["digest"], record["passages"])
         log(f"e5-index: encoding {digest[1]:,} passages with {model}, {chunk:,} a chunk")
         meta = search_index.build_dense(con, encoder, search_index.index_root(db), digest, chunk,
                                         progress=lambda line: log(f"e5-index: {line}"))
