@@ -281,9 +281,9 @@ class OpenGate:
 def make_verifier(name: str, policy, max_new_tokens: int = 256, vocabulary: str = "exact", con=None):
     """The quality gate's verifier by name (``method.verifier``): 'structural' (deterministic, the
     tiny tier; its word matching ``vocabulary``, ``method.verifier_vocabulary``, the entities' types
-    read from the store ``con`` for 'forms_types'), 'open' (SSP: no chain to check) or 'llm' (the policy itself judges, greedily, with
-    ``gate.LLMVerifier``'s grouped prompt, a round's chains in one batch: ``llm_judges``; EoG's
-    queries keep ``eog.TopologyVerifier``, see ``Trainer``).
+    read from the store ``con`` for 'forms_types'), 'open' (SSP: no chain to check) or 'llm' (the
+    policy itself judges, greedily, with ``gate.LLMVerifier``'s grouped prompt, a round's chains in
+    one batch: ``llm_judges``; EoG's queries keep ``eog.TopologyVerifier``, see ``Trainer``).
 
     Example:
         >>> type(make_verifier("open", None)).__name__
