@@ -68,12 +68,15 @@ def passage_chunks(con, chunk: int = DENSE_CHUNK) -> Iterator[list[tuple]]:
         yield list(zip(*(batch.column(i).to_pylist() for i in range(4))))
 
 
-def corpus_digest(con, chunk: int = DENSE_CHUNK) -> tuple[str, int]:
-    """(``Corpus.content_hash``, number of passages) of the store's corpus, streamed."""
+def corpus_digest(con, chunk: int = DENSE_CHUNK, each=None) -> tuple[str, int]:
+    """(``Corpus.content_hash``, number of passages) of the store's corpus, streamed; ``each(rows)``
+    sees every chunk of rows on the way (``search.on_disk`` writes their passage ids)."""
     h, n = hashlib.sha256(), 0
     for rows in passage_chunks(con, chunk):
         for row in rows:
             hash_row(h, row)
+        if each is not None:
+            each(rows)
         n += len(rows)
     return h.hexdigest(), n
 

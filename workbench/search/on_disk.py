@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.search.dense_stream import DENSE_CHUNK, _write_json, hash_row, passage_chunks
+from workbench.search.dense_stream import DENSE_CHUNK, _write_json, corpus_digest
 
 # One row's fingerprint hash: the same columns, joined and coalesced as CORPUS_SQL reads them.
 _ROW_HASH = "hash(p.passage_id, p.entity_id, coalesce(e.title, ''), coalesce(p.text, ''))"
@@ -84,13 +84,11 @@ def _stream_record(con, folder: Path, chunk: int) -> tuple[str, int]:
     row -> passage_id) written into ``folder`` through a renamed temporary file."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".passage_ids.{os.getpid()}.tmp"
-    h, n = hashlib.sha256(), 0
     with open(tmp, "wb") as out:
-        for rows in passage_chunks(con, chunk):
-            for row in rows:
-                hash_row(h, row)
+        def write_ids(rows):
             np.asarray([r[0] for r in rows], dtype="<i8").tofile(out)
-            n += len(rows)
+
+        digest, n = corpus_digest(con, chunk, each=write_ids)
         out.flush()
         os.fsync(out.fileno())
     raw = np.memmap(tmp, dtype="<i8", mode="r", shape=(n,)) if n else np.zeros(0, "<i8")
@@ -98,7 +96,7 @@ def _stream_record(con, folder: Path, chunk: int) -> tuple[str, int]:
     del raw
     tmp.unlink()
     os.replace(folder / f".passage_ids.{os.getpid()}.npy", folder / "passage_ids.npy")
-    return h.hexdigest(), n
+    return digest, n
 
 
 def corpus_record(con, root: Path, chunk: int = DENSE_CHUNK) -> dict:
