@@ -77,11 +77,8 @@ def _search(args: argparse.Namespace) -> int:
         tool = RemoteRetriever(args.url, topk=args.k)
     else:
         tool = _tool(args, args.k)
-    try:
+    with tool:
         print(tool.render(tool.search([args.query])[0]) or "(no passage matches)", end="")
-    finally:
-        if hasattr(tool, "close"):
-            tool.close()
     return 0
 
 

@@ -117,6 +117,15 @@ class Retriever(CacheCounters):
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the retriever holds open (nothing here; ``SearchTool``'s mapped store)."""
+
+    def __enter__(self) -> "Retriever":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def search(self, queries: list[str], k: int | None = None) -> list[list[Hit]]:
         """Top-``k`` (default ``topk``) hits for every query; all misses go in one backend call.
 
@@ -202,12 +211,6 @@ class SearchTool(Retriever):
         if self._own is not None:
             self._own.close()
             self._own = None
-
-    def __enter__(self) -> "SearchTool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def _open(self, con, index, model, e5, index_dir, device, mmap: bool) -> None:
         """The index and the passages: memory-mapped and from the store (``mmap``: ``search.on_disk``;
