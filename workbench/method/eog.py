@@ -337,8 +337,8 @@ class TopologyVerifier:
     * answer_focus: 1 when a relation ending at x (:data:`ANSWER_RELATIONS`) is touched;
     * clarity: one '?' at the end and ``min_words``..``max_words`` words.
 
-    Word forms are EoG's alone: the chain methods' ``gate.StructuralVerifier`` matches label words
-    exactly, so their gate is unchanged.
+    Word forms are always on here; the chain methods' ``gate.StructuralVerifier`` counts them only
+    with ``method.verifier_vocabulary`` ``forms`` or ``forms_types`` (its default matches exactly).
     """
 
     def __init__(self, min_words: int = 4, max_words: int = 40):

@@ -334,7 +334,6 @@ def make_kg_tool(con, method_cfg, policy=None, url: str = ""):
     return KGSearch(con, judge=judge, **settings)
 
 
-
 class Laps:
     """The round's stage timer: each call records the seconds since the previous one as
     ``timings["time_<stage>"]`` (the per-round ``time_*`` metrics).
@@ -352,6 +351,7 @@ class Laps:
         now = time.perf_counter()
         self.timings[f"time_{stage}"] = now - self._clock
         self._clock = now
+
 
 class Trainer:
     """Holds the policy, its frozen reference, the optimiser and the search tool of one run, and
