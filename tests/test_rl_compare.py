@@ -12,6 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def quick_call(scratch: Path, preset: str = "smoke", **env) -> subprocess.CompletedProcess:
+    """rl_compare.sh with one run spec and the settings ``env``, for the refusals made before any work."""
+    full = {k: v for k, v in os.environ.items() if k not in ("STORE", "WARMSTARTS", "MODEL", "RESUME")}
+    full.update(SCRATCH=str(scratch), PY=sys.executable, **env)
+    return subprocess.run(["bash", "scripts/rl_compare.sh", preset, "1", "2", "60", "a:coevokg:"],
+                          cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.slow
 def test_rl_compare_reports_each_run_and_the_seed_table(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES")}
@@ -60,9 +68,7 @@ def test_rl_compare_starts_every_run_from_model_and_copies_store(tmp_path):
 
 
 def test_rl_compare_refuses_a_missing_store(tmp_path):
-    env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "STORE": str(tmp_path / "none.duckdb")}
-    done = subprocess.run(["bash", "scripts/rl_compare.sh", "paper", "1", "2", "60", "a:coevokg:"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = quick_call(tmp_path, "paper", STORE=str(tmp_path / "none.duckdb"))
     assert done.returncode == 2 and "STORE=" in done.stderr and "no such store file" in done.stderr
 
 
@@ -138,9 +144,7 @@ def test_rl_compare_pairs_eog_runs_with_the_topology_base(tmp_path):
 
 
 def test_rl_compare_refuses_missing_warmstarts(tmp_path):
-    env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "WARMSTARTS": str(tmp_path / "none")}
-    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = quick_call(tmp_path, WARMSTARTS=str(tmp_path / "none"))
     assert done.returncode == 2 and "WARMSTARTS=" in done.stderr and "no such folder" in done.stderr
 
 
@@ -185,12 +189,8 @@ def test_rl_compare_resumes_the_runs_of_an_earlier_call(tmp_path):
 
 
 def test_rl_compare_resume_refuses_what_it_cannot_continue(tmp_path):
-    env = {**os.environ, "SCRATCH": str(tmp_path), "PY": sys.executable, "RESUME": "1"}
-    env.pop("STORE", None), env.pop("WARMSTARTS", None), env.pop("MODEL", None)
-
     def call(**extra):
-        return subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "60", "a:coevokg:"],
-                              cwd=ROOT, env={**env, **extra}, capture_output=True, text=True, timeout=120)
+        return quick_call(tmp_path, **{"RESUME": "1", **extra})
 
     done = call()
     assert done.returncode == 2 and "holds no earlier call's runs" in done.stderr
