@@ -11,7 +11,9 @@ name ``workbench.reference`` reads; runs whose prefix is not renamed are left ou
 macro EM, paired gain over the base with its interval and the sign test are read from summary.txt
 (the lines rl_compare.sh prints; ``paired_with: kg_base`` / ``topology_base`` where the gain is over
 that warm start; on EoG's answer-set questions, ``DATASET=tinyworld_topology``, test macro EM is Hit@1
-and ``test_macro_set_f1`` is recorded beside it, the bases' too),
+and ``test_macro_set_f1`` is recorded beside it, the bases' too), test macro token F1
+(``test_macro_f1``, where the summary has rl_summary.py's per-run line) and searches per test question
+by tool (``searches_doc``, ``searches_kg``, where the evaluation printed them),
 every round's metrics from metrics.json (timings left out);
 with --audit, the counts of `workbench audit shortcuts` tables (Table 5) of the same runs.
 """
@@ -26,6 +28,8 @@ GAIN = re.compile(r"^(\S+) \(B\) vs (?:(KG|topology) )?base \(A\): B - A macro E
 BLOCK = re.compile(r"^== (\S+) ")
 MACRO = re.compile(r"^\s+macro\s+n=\d+\s+EM\s+([0-9.]+)")
 SET_F1 = re.compile(r"^(\S+): macro set F1 ([0-9.]+)$")  # rl_summary.py's line for an answer-set evaluation
+F1 = re.compile(r"^(\S+): macro F1 ([0-9.]+)$")  # rl_summary.py's token F1 line (since 2026-12-02)
+SEARCHES = re.compile(r"^\s+searches per question \(document / KG\): .*; all ([0-9.]+) / ([0-9.]+)$")
 BASE_SET_F1 = re.compile(r"^\s+macro\s+n=\d+\s+Hit@1\s+[0-9.]+\s+\[.*\]\s+F1\s+([0-9.]+)")  # `workbench eval`'s
 AUDIT = re.compile(r"^\s*(\S+)\s+(closed_book|source_only|one_shot|single_component)\s+(\d+)\s+(\d+)\s")
 
@@ -46,6 +50,10 @@ def evaluations(summary: str) -> dict[str, dict]:
                 out[name]["paired_with"] = f"{kg.lower()}_base"
         elif m := SET_F1.match(line):
             out.setdefault(m.group(1), {})["test_macro_set_f1"] = float(m.group(2))
+        elif m := F1.match(line):
+            out.setdefault(m.group(1), {})["test_macro_f1"] = float(m.group(2))
+        elif (m := SEARCHES.match(line)) and block and "searches_doc" not in out.setdefault(block, {}):
+            out[block].update(searches_doc=float(m.group(1)), searches_kg=float(m.group(2)))
     return out
 
 

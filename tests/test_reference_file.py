@@ -168,3 +168,38 @@ def test_an_answer_set_evaluation_records_set_f1_for_runs_and_bases(tmp_path):
     assert reference.load(str(out)).scores("test_macro_set_f1") == {"eog": [11.8]}
     with pytest.raises(ValueError, match="no 'nope'"):
         reference.load(str(out)).scores("nope")
+
+
+def test_the_shipped_dynasearcher_comparison_gives_the_readmes_numbers():
+    ref = reference.load("tiny_dynasearcher_20rounds.json")
+    assert ref.seeds == [0, 1, 2, 3] and ref.provenance["base_kg_test_macro_em"] == 58.0
+    em = ref.test_em(reference="dynasearcher")
+    assert em[["mean", "low", "high"]].round(2).to_dict("index") == ({
+        "dynasearcher": {"mean": 58.50, "low": 57.09, "high": 59.91},
+        "dynasearcher_wo_kg": {"mean": 60.45, "low": 59.79, "high": 61.11},
+        "dynasearcher_wo_mr": {"mean": 58.40, "low": 56.66, "high": 60.14},
+        "search_r1": {"mean": 60.40, "low": 59.67, "high": 61.13},
+        "coevokg": {"mean": 59.45, "low": 58.37, "high": 60.53}})
+    assert em.p.round(3).dropna().tolist() == [0.015, 0.892, 0.015, 0.143]
+    searches = ref.evaluations.groupby("method")[["searches_doc", "searches_kg"]].mean().round(2)
+    assert searches.loc["dynasearcher"].tolist() == [0.71, 1.33] and searches.loc["search_r1"].tolist() == [2.08, 0.0]
+    over = {m: ref.of(m).groupby(ref.of(m)["round"] // 5).over_hops_rate.mean().iloc[[0, -1]].round(3).tolist()
+            for m in ("dynasearcher", "dynasearcher_wo_mr")}
+    assert over == {"dynasearcher": [0.027, 0.024], "dynasearcher_wo_mr": [0.027, 0.031]}
+    paired = ref.evaluations.set_index("run").paired_with
+    assert paired[["dynasearcher_s1", "dynasearcher_s2", "dynasearcher_wo_mr_s3"]].eq("kg_base").all()
+
+
+def test_token_f1_and_searches_per_question_are_recorded_per_run(tmp_path):
+    a = rl_compare_out(tmp_path / "a", {"d0": 59.0, "d1": 60.0})
+    text = (a / "summary.txt").read_text().replace(
+        "  macro        n=500   EM  59.0  [ 57.6,  63.8]\n",
+        "  macro        n=500   EM  59.0  [ 57.6,  63.8]\n"
+        "  searches per question (document / KG): bridge 0.40 / 1.60; all 0.70 / 1.35\n")
+    (a / "summary.txt").write_text(text + "d0: macro F1 62.13\n")
+    out, done = build(tmp_path, a)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(out.read_text())["evaluations"]
+    assert {k: runs["drfree_s0"][k] for k in ("test_macro_f1", "searches_doc", "searches_kg")} == {
+        "test_macro_f1": 62.13, "searches_doc": 0.7, "searches_kg": 1.35}
+    assert not {"test_macro_f1", "searches_doc"} & set(runs["drfree_s1"])  # lines absent: nothing recorded
