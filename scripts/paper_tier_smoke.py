@@ -22,9 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from workbench.method.gpu_bench import SHAPES as PUBLISHED  # the published config.json values
@@ -83,15 +85,20 @@ def make_model(folder: Path, shape: str) -> Path:
     return folder
 
 
-def make_encoder(folder: Path, shape: str) -> Path:
-    """A random-initialised BERT of e5-base-v2's shape as a sentence-transformers folder (mean pooling)."""
+def make_encoder(folder: Path, shape: str, texts: list[str]) -> Path:
+    """A random-initialised BERT of e5-base-v2's shape as a sentence-transformers folder (mean pooling),
+    its WordPiece vocabulary the most frequent words of ``texts`` (up to BERT's 30,522 entries), so a
+    passage is about as many tokens as e5's own tokenizer makes of English (a characters-only
+    vocabulary made ~4x as many, and the index stage ~4x as slow as a real encoder's)."""
     from sentence_transformers import SentenceTransformer, models
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     hidden, layers, heads, inter = ENCODERS[shape]
     raw = folder.parent / (folder.name + "-hf")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789",
-             *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789")]
+    chars = [*"abcdefghijklmnopqrstuvwxyz0123456789", *".,;:'\"()-?!/&"]
+    words = Counter(w for t in texts for w in re.findall(r"[a-z0-9]+", t.lower()))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars[:36])]
+    vocab += [w for w, _ in words.most_common(30_522 - len(vocab)) if w not in set(chars)]
     raw.mkdir(parents=True, exist_ok=True)
     (raw / "vocab.txt").write_text("\n".join(vocab) + "\n")
     BertTokenizerFast(str(raw / "vocab.txt")).save_pretrained(raw)
@@ -126,7 +133,7 @@ def main(argv=None) -> int:
 
     stages = Stages()
     model = stages.run("model", make_model, out / "models" / f"qwen2.5-{args.shape}-random", args.shape)
-    encoder = stages.run("encoder", make_encoder, out / "models" / f"e5-base-random-{args.shape}", args.shape)
+    encoder = out / "models" / f"e5-base-random-{args.shape}"
     overrides = {"method.steps": args.rounds, "method.chains_per_round": args.slots, "method.val_questions": 4,
                  "method.seed_dataset": "tinyworld", "method.val_dataset": "tinyworld",
                  "search.dense_model": str(encoder), "pool.walks": min(200_000, 4 * args.entities),
@@ -137,10 +144,13 @@ def main(argv=None) -> int:
     try:
         stages.run("world", build_world, con, preset="tiny", n_entities=args.entities)
         stages.run("pool G_0", build_pool, con, cfg.pool.walks, cfg.pool.min_hops, cfg.pool.max_hops, seed=0)
+        sample = [t for (t,) in con.execute(
+            "SELECT text FROM passages USING SAMPLE reservoir(20000 ROWS) REPEATABLE (0)").fetchall()]
+        stages.run("encoder", make_encoder, encoder, args.shape, sample)
         stages.run("dense index", make_retriever, con, cfg.search)
     finally:
         con.close()
-    kw = dict(run="paper-smoke", method="coevokg", preset="paper", model=str(model), progress=False)
+    kw = dict(run="paper-smoke", method="coevokg", preset="paper", model=str(model), progress=True)  # rounds on stderr
     stages.run(f"train {args.rounds} rounds", train, str(db), overrides=overrides, **kw)
     stages.run("resume +1 round", train, str(db), overrides={**overrides, "method.steps": args.rounds + 1},
                resume=True, **kw)

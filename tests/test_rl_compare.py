@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def test_rl_compare_reports_each_run_and_the_seed_table(tmp_path):
     summary = (tmp_path / "out" / "summary.txt").read_text()
     for name in "abs":
         assert f"{name} (B) vs base (A): B - A macro EM" in summary
+        assert re.search(rf"^{name}: macro F1 [0-9.]+$", summary, re.M)  # what reference_file.py records
     seeds = summary[summary.index("macro EM over seeds"):].split("\n\n")[0].splitlines()  # the EM table alone
     assert "against coevokg" in seeds[0]
     assert [line.split()[:2] for line in seeds[2:]] == [["coevokg", "2"], ["search_r1", "1"]]  # a, b: seeds
