@@ -98,7 +98,7 @@ def make_encoder(folder: Path, shape: str, texts: list[str]) -> Path:
     chars = [*"abcdefghijklmnopqrstuvwxyz0123456789", *".,;:'\"()-?!/&"]
     words = Counter(w for t in texts for w in re.findall(r"[a-z0-9]+", t.lower()))
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars[:36])]
-    vocab += [w for w, _ in words.most_common(30_522 - len(vocab)) if w not in set(chars)]
+    vocab += [w for w, _ in words.most_common(30_522 - len(vocab)) if len(w) > 1]  # one character: in chars
     raw.mkdir(parents=True, exist_ok=True)
     (raw / "vocab.txt").write_text("\n".join(vocab) + "\n")
     BertTokenizerFast(str(raw / "vocab.txt")).save_pretrained(raw)

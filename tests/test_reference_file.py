@@ -174,12 +174,12 @@ def test_the_shipped_dynasearcher_comparison_gives_the_readmes_numbers():
     ref = reference.load("tiny_dynasearcher_20rounds.json")
     assert ref.seeds == [0, 1, 2, 3] and ref.provenance["base_kg_test_macro_em"] == 58.0
     em = ref.test_em(reference="dynasearcher")
-    assert em[["mean", "low", "high"]].round(2).to_dict("index") == ({
+    assert em[["mean", "low", "high"]].round(2).to_dict("index") == {
         "dynasearcher": {"mean": 58.50, "low": 57.09, "high": 59.91},
         "dynasearcher_wo_kg": {"mean": 60.45, "low": 59.79, "high": 61.11},
         "dynasearcher_wo_mr": {"mean": 58.40, "low": 56.66, "high": 60.14},
         "search_r1": {"mean": 60.40, "low": 59.67, "high": 61.13},
-        "coevokg": {"mean": 59.45, "low": 58.37, "high": 60.53}})
+        "coevokg": {"mean": 59.45, "low": 58.37, "high": 60.53}}
     assert em.p.round(3).dropna().tolist() == [0.015, 0.892, 0.015, 0.143]
     searches = ref.evaluations.groupby("method")[["searches_doc", "searches_kg"]].mean().round(2)
     assert searches.loc["dynasearcher"].tolist() == [0.71, 1.33] and searches.loc["search_r1"].tolist() == [2.08, 0.0]
