@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from workbench import figures, reference, store
@@ -118,6 +119,13 @@ def test_answer_types_figure_draws_a_reference_that_has_the_counts(db):
                                                                ref.evaluations, rows))
     assert [a.text for a in fig.layout.annotations] == ["reference CoEvoKG, 4 seeds pooled"]
     assert _bars(fig) == {"city": [1.0, 0.5], "year": [0.0, 0.5]}
+
+
+def test_a_group_without_slots_is_drawn_empty_and_named():
+    m = pd.DataFrame([dict(run="a", round=0, answer_types_generated={}, answer_types_seed={"year": 4})])
+    shares = figures.answer_type_shares(m)
+    assert shares.to_dict("index") == {"generated": {"slots": 0, "year": 0.0}, "seed": {"slots": 4, "year": 1.0}}
+    assert figures.answer_type_shares(m.drop(columns=["answer_types_generated", "answer_types_seed"])).empty
 
 
 def test_build_all_saves_the_answer_types_figure_when_a_run_logged_them(db, tmp_path, monkeypatch):

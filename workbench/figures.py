@@ -868,7 +868,8 @@ ANSWER_TYPE_GREYS = {"literal": "#7f7f7f", "untyped": "#c7c7c7"}
 def answer_type_shares(metrics: pd.DataFrame) -> pd.DataFrame:
     """The share of each answer type among the generated and the seed questions' solver slots:
     ``run_metrics``' ``answer_types_generated`` / ``answer_types_seed`` counts summed over the rows
-    of ``metrics`` (rounds, runs), one row per group with slots, a ``slots`` column, then the types
+    of ``metrics`` (rounds, runs), one row per group (all shares 0 for a group without slots, as
+    generated questions in a round where every slot fell back), a ``slots`` column, then the types
     by their overall count. Rows without the counts (runs from before they were logged, the shipped
     reference files) are left out: empty when none has them.
 
@@ -884,14 +885,13 @@ def answer_type_shares(metrics: pd.DataFrame) -> pd.DataFrame:
         total = Counter()
         for c in metrics[key] if key in metrics else []:
             total.update(c if isinstance(c, dict) else {})
-        if sum(total.values()):
-            counts[group] = total
-    if not counts:
+        counts[group] = total
+    if not any(sum(c.values()) for c in counts.values()):
         return pd.DataFrame()
-    table = pd.DataFrame(counts).T.fillna(0)
+    table = pd.DataFrame(counts).T.reindex(list(ANSWER_GROUPS)).fillna(0)
     order = table.sum().sort_values(ascending=False, kind="stable").index
     slots = table.sum(axis=1).astype(int)
-    return pd.concat([slots.rename("slots"), table[order].div(slots, axis=0)], axis=1)
+    return pd.concat([slots.rename("slots"), table[order].div(slots.where(slots > 0, 1), axis=0)], axis=1)
 
 
 def _type_colour(i: int) -> str:
