@@ -34,6 +34,12 @@ def test_coevokg_rounds_log_every_metric(db, capsys):
         assert r["kl_coef"] > 0 and r["kl_coef"] != preset("smoke").method.kl_coef  # the controller moved it
         assert 0.0 <= r["seed_fallback_rate"] <= 1.0 and 0.0 <= r["admitted_rate"] <= 1.0
         assert r["pool_chains"] > 0 and r["pool_evidence"] > 0
+        # every slot's answer is a typed TinyWorld entity (bridge answers are year entities)
+        types = {**r["answer_types_generated"], **r["answer_types_seed"]}
+        assert "literal" not in types and "untyped" not in types
+        n_slots = preset("smoke").method.chains_per_round * preset("smoke").method.admit_top_k
+        assert sum(r["answer_types_generated"].values()) + sum(r["answer_types_seed"].values()) == n_slots
+        assert sum(r["answer_types_seed"].values()) == round(r["seed_fallback_rate"] * n_slots)
     assert main(["runs", "show", "full", "--json", "--db", db]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert _comparable(shown) == _comparable(rows)

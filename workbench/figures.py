@@ -5,7 +5,8 @@ One builder per paper table or figure (seed 000): ``table1`` (main results), ``t
 ablation with deltas and sign-test p-values), ``figure3`` (training dynamics: a validation
 accuracy, b chain pool growth and seed fallback rate, c KL and entropy) and ``figure4`` (average
 hops and p_s, generated vs seed questions); and ``gate_rejections`` (ours: the quality gate's
-verdicts by reason per round); ``topology_curriculum`` is EoG's Fig. 7 (seed 004: synthesis success
+verdicts by reason per round) and ``answer_types`` (ours: the answer types of generated vs seed
+questions); ``topology_curriculum`` is EoG's Fig. 7 (seed 004: synthesis success
 per topology per round). Each reads the paper side from ``workbench.paper``, the "this run"
 side from the store, read-only (``runs``, ``run_metrics``: one JSON object per round,
 ``eval_outcomes``), and, given ``ref`` (``workbench.reference.load()``), the shipped reference runs
@@ -35,6 +36,7 @@ import json
 import os
 import textwrap
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -858,6 +860,88 @@ def _figure4_reference(fig: go.Figure, ref: Reference, method: str = "coevokg") 
                       row=1, col=col)
 
 
+ANSWER_GROUPS = ("generated", "seed")
+# Answers that name no typed entity, in grey in every panel (loop.LITERAL_ANSWER / UNTYPED_ANSWER)
+ANSWER_TYPE_GREYS = {"literal": "#7f7f7f", "untyped": "#c7c7c7"}
+
+
+def answer_type_shares(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The share of each answer type among the generated and the seed questions' solver slots:
+    ``run_metrics``' ``answer_types_generated`` / ``answer_types_seed`` counts summed over the rows
+    of ``metrics`` (rounds, runs), one row per group (all shares 0 for a group without slots, as
+    generated questions in a round where every slot fell back), a ``slots`` column, then the types
+    by their overall count. Rows without the counts (runs from before they were logged, the shipped
+    reference files) are left out: empty when none has them.
+
+    Example:
+        >>> m = pd.DataFrame([dict(run="a", round=0, answer_types_generated={"city": 1},
+        ...                        answer_types_seed={"city": 1, "year": 3})])
+        >>> answer_type_shares(m).to_dict("index")
+        {'generated': {'slots': 1, 'year': 0.0, 'city': 1.0}, 'seed': {'slots': 4, 'year': 0.75, 'city': 0.25}}
+    """
+    counts = {}
+    for group in ANSWER_GROUPS:
+        key = f"answer_types_{group}"
+        total = Counter()
+        for c in metrics[key] if key in metrics else []:
+            total.update(c if isinstance(c, dict) else {})
+        counts[group] = total
+    if not any(sum(c.values()) for c in counts.values()):
+        return pd.DataFrame()
+    table = pd.DataFrame(counts).T.reindex(list(ANSWER_GROUPS)).fillna(0)
+    order = table.sum().sort_values(ascending=False, kind="stable").index
+    slots = table.sum(axis=1).astype(int)
+    return pd.concat([slots.rename("slots"), table[order].div(slots.where(slots > 0, 1), axis=0)], axis=1)
+
+
+def _type_colour(i: int) -> str:
+    """The ``i``-th answer type's colour: TinyWorld has 12 types, more than the runs' palette holds."""
+    import plotly.express as px
+
+    return px.colors.qualitative.Dark24[i % len(px.colors.qualitative.Dark24)]
+
+
+def answer_types(con=None, run: str | None = None, ref: Reference | None = None,
+                 method: str = "coevokg") -> go.Figure:
+    """Answer types of generated vs seed questions (issue 15, beside Figure 4's hops and p_s; the
+    paper reports none): stacked shares of each group's solver slots by the type of the entity
+    their answer names (``answer_type_shares``), for ``run`` (default: the store's latest run that
+    logged them) beside the reference ``method``'s runs where the reference file has the counts,
+    one colour per type in both panels.
+
+    Example:
+        >>> [a.text for a in answer_types().layout.annotations]
+        ['no answer types recorded']
+    """
+    runs, metrics = store_runs(con), run_metrics(con)
+    if run is None:
+        logged = [r for r in runs.run if not answer_type_shares(metrics[metrics.run == r]).empty]
+        run = logged[-1] if logged else None
+    panels = []
+    if run is not None and not (mine := answer_type_shares(metrics[metrics.run == run])).empty:
+        panels.append((f"this run: {run}", mine))
+    else:
+        run = None
+    if ref is not None and method in ref.methods and not (theirs := answer_type_shares(ref.of(method))).empty:
+        panels.append((f"reference {NAMES.get(method, method)}, {len(ref.seeds)} seeds pooled", theirs))
+    fig = make_subplots(rows=1, cols=max(1, len(panels)), shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=[title for title, _ in panels] or ["no answer types recorded"])
+    types = list(dict.fromkeys(t for _, shares in panels for t in shares.columns[1:]))
+    for col, (_, shares) in enumerate(panels, start=1):
+        x = [f"{group} ({n} slots)" for group, n in shares.slots.items()]
+        for i, kind in enumerate(types):
+            if kind in shares:
+                fig.add_trace(go.Bar(x=x, y=shares[kind], name=kind, legendgroup=kind,
+                                     showlegend=col == _first_panel(panels, kind),
+                                     marker_color=ANSWER_TYPE_GREYS.get(kind, _type_colour(i)),
+                                     hovertemplate=f"{kind}: %{{y:.1%}}<extra></extra>"), row=1, col=col)
+    fig.update_yaxes(title_text="share of slots", range=[0, 1], tickformat=".0%", row=1, col=1)
+    fig.update_layout(barmode="stack", bargap=0.3)
+    shown = runs[runs.run == run] if run is not None else runs.iloc[0:0]
+    fig = _layout(fig, "Answer types: generated vs seed questions", shown, height=520, ref=ref)
+    return legend_below(fig, panels_px=330, y=-0.15)
+
+
 def gate_verdicts(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per round, the share of the proposer's candidates the gate admitted, passed beyond its top-k
     and rejected for each reason (``run_metrics``' ``admitted_rate``, ``passed_rate`` and
@@ -994,6 +1078,8 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
         written += save_fig(figure4(con, ref), "figure4_generated_vs_seed", out_dir)
         if con is not None or ref is not None:  # ours, not the paper's: nothing to show from the paper alone
             written += save_fig(gate_rejections(con, ref=ref), "gate_rejections", out_dir)
+        if (types := answer_types(con, ref=ref)).data:  # ours: where a run or the reference logged answer types
+            written += save_fig(types, "answer_types", out_dir)
         if con is not None and not topology_success(run_metrics(con)).empty:  # EoG runs (seed 004, Fig. 7)
             written += save_fig(topology_curriculum(con), "topology_curriculum", out_dir)
     finally:

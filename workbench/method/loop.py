@@ -48,7 +48,7 @@ from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages
                                      reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
-from workbench.scoring import exact_match
+from workbench.scoring import exact_match, normalize_answer
 
 
 @dataclass
@@ -126,6 +126,9 @@ class RoundResult:
     timings: dict = field(default_factory=dict)
     search_cache_hit_rate: float = 0.0
     kg_tool: bool = False  # the solver was offered the KG tool (DynaSearcher): its tool use is logged
+    # (title, type) of each entity on the slots' chains, for the answer-type counts; None: not
+    # looked up (a rank other than 0, which stores nothing), and those two keys are left out
+    entities: dict[int, tuple[str, str | None]] | None = None
 
     @property
     def rollouts(self) -> list[Rollout]:
@@ -162,6 +165,8 @@ class RoundResult:
             "seed_fallback_rate": len(seed) / len(self.slots) if self.slots else 0.0,
             "avg_hops_generated": mean([s.hops for s in gen]), "avg_hops_seed": mean([s.hops for s in seed]),
             "p_s_generated": mean([s.p_s for s in gen]), "p_s_seed": mean([s.p_s for s in seed]),
+            **({"answer_types_generated": answer_type_counts(gen, self.entities),
+                "answer_types_seed": answer_type_counts(seed, self.entities)} if self.entities is not None else {}),
             "kl": self.update["kl"], "kl_coef": self.update["kl_coef"], "entropy": self.update["entropy"],
             "loss": self.update["loss"], "clip_fraction": self.update.get("clip_fraction", 0.0),
             "skipped_update": self.update["skipped"],
@@ -170,6 +175,83 @@ class RoundResult:
             **eog.curriculum_metrics(self.tasks),  # EoG's Fig. 7 counts; nothing for other task sources
             **tool_use_metrics(self.rollouts, self.kg_tool),
         }
+
+
+# An answer's type where it names no chain entity (an imported question stored without a chain, a
+# "yes" or a date answer), and where its entity has no ``entities.type`` (imported stores): ours.
+LITERAL_ANSWER, UNTYPED_ANSWER = "literal", "untyped"
+
+
+def slot_chain(slot: Slot) -> list[int]:
+    """The entity ids of a slot's chain: a generated question's originating chain (an EoG query's
+    anchors, then its answers), a seed question's gold chain (``questions.chain``).
+
+    Example:
+        >>> slot_chain(Slot("q?", ["Rome"], 1, "seed", gold_chain=[4, 9]))
+        [4, 9]
+    """
+    return list(slot.chain.entity_ids) if slot.chain is not None else list(slot.gold_chain)
+
+
+def answer_entity(slot: Slot, titles: dict[int, str]) -> int | None:
+    """The chain entity a slot's answer names: for the first gold answer that normalises to a chain
+    entity's title (``titles``), that entity (the gate's ``answer_position`` rule); None when no
+    answer does. Not always the chain's last entity: a comparison's answer is either subject, and a
+    generated question may ask for any entity of its chain (Eq. 2).
+
+    Example:
+        >>> answer_entity(Slot("Which is older?", ["Ann"], 2, "seed", gold_chain=[1, 2]), {1: "Ann", 2: "Bo"})
+        1
+        >>> answer_entity(Slot("Is it?", ["yes"], 2, "seed", gold_chain=[1, 2]), {1: "Ann", 2: "Bo"}) is None
+        True
+    """
+    ids = slot_chain(slot)
+    names = [normalize_answer(titles.get(e, "")) for e in ids]
+    for answer in slot.answers:
+        target = normalize_answer(answer)
+        if target and target in names:
+            return ids[names.index(target)]
+    return None
+
+
+def answer_type_counts(slots: list[Slot], entities: dict[int, tuple[str, str | None]]) -> dict[str, int]:
+    """Slots by their answer's type (``answer_types_generated`` / ``answer_types_seed``, issue 15,
+    beside seed 001's hops and p_s of generated vs seed questions): the ``entities.type`` of the
+    entity the answer names (:func:`answer_entity`), ``literal`` where it names none, ``untyped``
+    where that entity has no type; sorted by type. ``entities`` maps an id to its (title, type).
+
+    Example:
+        >>> ents = {1: ("Ann", "person"), 2: ("Rome", "city"), 3: ("1932", None)}
+        >>> answer_type_counts([Slot("q?", ["Rome"], 1, "seed", gold_chain=[1, 2]),
+        ...                     Slot("q?", ["1932"], 1, "seed", gold_chain=[1, 3]),
+        ...                     Slot("q?", ["yes"], 1, "seed")], ents)
+        {'city': 1, 'literal': 1, 'untyped': 1}
+    """
+    titles = {e: title for e, (title, _) in entities.items()}
+    types = Counter()
+    for slot in slots:
+        e = answer_entity(slot, titles)
+        types[LITERAL_ANSWER if e is None else (entities[e][1] or UNTYPED_ANSWER)] += 1
+    return dict(sorted(types.items()))
+
+
+def chain_entities(con, slots: list[Slot]) -> dict[int, tuple[str, str | None]]:
+    """(title, type) of every entity on the slots' chains, in one store query: a round's lookup for
+    :func:`answer_type_counts`.
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO entities (entity_id, title, type) VALUES (1, 'Ann', 'person')")
+        >>> chain_entities(con, [Slot("q?", ["Ann"], 1, "seed", gold_chain=[1, 5])])
+        {1: ('Ann', 'person')}
+    """
+    ids = sorted({e for s in slots for e in slot_chain(s)})
+    if not ids:
+        return {}
+    rows = con.execute("SELECT entity_id, title, type FROM entities WHERE entity_id IN (SELECT unnest(?))",
+                       [ids]).fetchall()
+    return {int(e): (title, kind) for e, title, kind in rows}
 
 
 MULTI_REWARD_TERMS = ("format", "f1", "cover_em", "ans", "recall", "penalty", "total")
@@ -458,7 +540,8 @@ class Trainer:
         self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
         lap("sync")
         return RoundResult(t, tasks, slots, update, lap.timings, distributed.hit_rate(self),
-                           kg_tool=self.kg is not None)
+                           kg_tool=self.kg is not None,
+                           entities=chain_entities(self.con, slots) if self.con is not None else None)
 
     # -- 1-2: proposer and gate ------------------------------------------------------------
     def _task_chains(self, t: int) -> list[ChainView]:
