@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -37,7 +38,7 @@ from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
 from workbench.method import distributed, eog
 from workbench.method import rewards as R
-from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, gate
+from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, answer_position, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec, uses_kg_tool
@@ -48,7 +49,7 @@ from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages
                                      reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
-from workbench.scoring import exact_match, normalize_answer
+from workbench.scoring import exact_match
 
 
 @dataclass
@@ -206,12 +207,8 @@ def answer_entity(slot: Slot, titles: dict[int, str]) -> int | None:
         True
     """
     ids = slot_chain(slot)
-    names = [normalize_answer(titles.get(e, "")) for e in ids]
-    for answer in slot.answers:
-        target = normalize_answer(answer)
-        if target and target in names:
-            return ids[names.index(target)]
-    return None
+    chain = SimpleNamespace(titles=[titles.get(e, "") for e in ids])
+    return next((ids[i] for a in slot.answers if (i := answer_position(chain, a)) is not None), None)
 
 
 def answer_type_counts(slots: list[Slot], entities: dict[int, tuple[str, str | None]]) -> dict[str, int]:
