@@ -67,9 +67,14 @@ def audit_rows(text: str, rename: dict[str, str]) -> list[dict]:
 
 
 def renamed(name: str, rename: dict[str, str]) -> str | None:
-    """``d3`` -> ``drfree_s3`` under ``{"d": "drfree"}``; None for a prefix not renamed."""
-    m = re.fullmatch(r"(.*?)(\d+)", name)
-    return f"{rename[m.group(1)]}_s{m.group(2)}" if m and m.group(1) in rename else None
+    """``d3`` -> ``drfree_s3`` under ``{"d": "drfree"}``; None for a prefix not renamed. The longest
+    prefix wins, so a method name ending in a digit keeps it: ``search_r10`` -> ``search_r1_s0``
+    under ``{"search_r1": "search_r1"}``."""
+    for prefix in sorted(rename, key=len, reverse=True):
+        seed = name[len(prefix):]
+        if name.startswith(prefix) and seed.isdigit():
+            return f"{rename[prefix]}_s{seed}"
+    return None
 
 
 def main() -> None:

@@ -101,6 +101,7 @@ def test_answer_types_figure_stacks_each_groups_shares(db):
     assert list(fig.data[0].x) == ["generated (4 slots)", "seed (4 slots)"]
     assert fig.layout.barmode == "stack" and {t.marker.color for t in fig.data if t.name == "literal"} == {"#7f7f7f"}
     assert "this run: new (coevokg)" in fig.layout.title.subtitle.text
+    assert "data/reference/" not in fig.layout.title.subtitle.text  # no reference panel: not named either
 
 
 def test_answer_types_figure_of_a_run_without_counts_or_no_store_says_so(db):
@@ -119,6 +120,7 @@ def test_answer_types_figure_draws_a_reference_that_has_the_counts(db):
                                                                ref.evaluations, rows))
     assert [a.text for a in fig.layout.annotations] == ["reference CoEvoKG, 4 seeds pooled"]
     assert _bars(fig) == {"city": [1.0, 0.5], "year": [0.0, 0.5]}
+    assert "data/reference/tiny_table2_20rounds.json" in fig.layout.title.subtitle.text
 
 
 def test_a_group_without_slots_is_drawn_empty_and_named():

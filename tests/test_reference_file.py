@@ -173,6 +173,7 @@ def test_an_answer_set_evaluation_records_set_f1_for_runs_and_bases(tmp_path):
 def test_the_shipped_dynasearcher_comparison_gives_the_readmes_numbers():
     ref = reference.load("tiny_dynasearcher_20rounds.json")
     assert ref.seeds == [0, 1, 2, 3] and ref.provenance["base_kg_test_macro_em"] == 58.0
+    assert "commit d5aaf6f, 8d23550, a2205f8 · 2026-12-01, 2026-12-02" in ref.describe()  # three calls
     em = ref.test_em(reference="dynasearcher")
     assert em[["mean", "low", "high"]].round(2).to_dict("index") == {
         "dynasearcher": {"mean": 58.50, "low": 57.09, "high": 59.91},
@@ -203,3 +204,14 @@ def test_token_f1_and_searches_per_question_are_recorded_per_run(tmp_path):
     assert {k: runs["drfree_s0"][k] for k in ("test_macro_f1", "searches_doc", "searches_kg")} == {
         "test_macro_f1": 62.13, "searches_doc": 0.7, "searches_kg": 1.35}
     assert not {"test_macro_f1", "searches_doc"} & set(runs["drfree_s1"])  # lines absent: nothing recorded
+
+
+def test_a_method_name_ending_in_a_digit_keeps_it():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from reference_file import renamed
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    rename = {"search_r1": "search_r1", "sr": "search_r1", "d": "drfree", "dyn": "dynasearcher"}
+    assert [renamed(n, rename) for n in ("search_r10", "search_r13", "sr2", "d3", "dyn1", "other0", "d")] == [
+        "search_r1_s0", "search_r1_s3", "search_r1_s2", "drfree_s3", "dynasearcher_s1", None, None]

@@ -924,6 +924,8 @@ def answer_types(con=None, run: str | None = None, ref: Reference | None = None,
         run = None
     if ref is not None and method in ref.methods and not (theirs := answer_type_shares(ref.of(method))).empty:
         panels.append((f"reference {NAMES.get(method, method)}, {len(ref.seeds)} seeds pooled", theirs))
+    else:
+        ref = None  # the subtitle names a reference only where its panel is drawn
     fig = make_subplots(rows=1, cols=max(1, len(panels)), shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=[title for title, _ in panels] or ["no answer types recorded"])
     types = list(dict.fromkeys(t for _, shares in panels for t in shares.columns[1:]))

@@ -116,8 +116,9 @@ class Reference:
         consecutive = seeds == list(range(seeds[0], seeds[-1] + 1))
         span = f"{seeds[0]}-{seeds[-1]}" if consecutive else ", ".join(map(str, seeds))
         machine = self.provenance.get("machine", "").split(" (")[0].split(",")[0]  # its first words, not its notes
+        commits = ", ".join(c.strip()[:7] for c in str(self.provenance.get("commit", "?")).split(","))  # runs of several calls
         return (f"reference: data/reference/{self.name} · {len(self.methods)} methods x seeds {span} · {machine} · "
-                f"commit {str(self.provenance.get('commit', '?'))[:7]} · {self.provenance.get('date', '?')}")
+                f"commit {commits} · {self.provenance.get('date', '?')}")
 
     def of(self, method: str) -> pd.DataFrame:
         """The metrics rows of ``method``'s runs (every seed), with ``chains_added``."""
