@@ -42,6 +42,7 @@ from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, answe
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec, uses_kg_tool
+from workbench.method.multireward import gold_entities
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
 from workbench.policy.rollout import Trajectory, batch_tensors, response_logprobs, rollout
@@ -183,17 +184,6 @@ class RoundResult:
 LITERAL_ANSWER, UNTYPED_ANSWER = "literal", "untyped"
 
 
-def slot_chain(slot: Slot) -> list[int]:
-    """The entity ids of a slot's chain: a generated question's originating chain (an EoG query's
-    anchors, then its answers), a seed question's gold chain (``questions.chain``).
-
-    Example:
-        >>> slot_chain(Slot("q?", ["Rome"], 1, "seed", gold_chain=[4, 9]))
-        [4, 9]
-    """
-    return list(slot.chain.entity_ids) if slot.chain is not None else list(slot.gold_chain)
-
-
 def answer_entity(slot: Slot, titles: dict[int, str]) -> int | None:
     """The chain entity a slot's answer names: for the first gold answer that normalises to a chain
     entity's title (``titles``), that entity (the gate's ``answer_position`` rule); None when no
@@ -206,7 +196,7 @@ def answer_entity(slot: Slot, titles: dict[int, str]) -> int | None:
         >>> answer_entity(Slot("Is it?", ["yes"], 2, "seed", gold_chain=[1, 2]), {1: "Ann", 2: "Bo"}) is None
         True
     """
-    ids = slot_chain(slot)
+    ids = gold_entities(slot)
     chain = SimpleNamespace(titles=[titles.get(e, "") for e in ids])
     return next((ids[i] for a in slot.answers if (i := answer_position(chain, a)) is not None), None)
 
@@ -243,7 +233,7 @@ def chain_entities(con, slots: list[Slot]) -> dict[int, tuple[str, str | None]]:
         >>> chain_entities(con, [Slot("q?", ["Ann"], 1, "seed", gold_chain=[1, 5])])
         {1: ('Ann', 'person')}
     """
-    ids = sorted({e for s in slots for e in slot_chain(s)})
+    ids = sorted({e for s in slots for e in gold_entities(s)})
     if not ids:
         return {}
     rows = con.execute("SELECT entity_id, title, type FROM entities WHERE entity_id IN (SELECT unnest(?))",
@@ -639,10 +629,10 @@ class Trainer:
         m = self.cfg.method
         paths = self._llm_paths(slots)
         for slot in slots:
-            chain_entities = slot.chain.entity_ids if slot.chain else slot.gold_chain
+            on_chain = gold_entities(slot)
             for roll in slot.rollouts:
                 roll.score = score_trajectory(roll.trajectory, slot.answers,
-                                              answer_candidates(roll.trajectory, chain_entities, self.titles),
+                                              answer_candidates(roll.trajectory, on_chain, self.titles),
                                               graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)), m)
         if not self.proposer_reward or self.rollout_free:
             return
@@ -680,8 +670,8 @@ class Trainer:
         todo = [(slot, roll) for slot in slots for roll in slot.rollouts
                 if exact_match(roll.trajectory.answer or "", slot.answers)]
         items = [(slot.question, roll.trajectory.text,
-                  answer_candidates(roll.trajectory, slot.chain.entity_ids if slot.chain else slot.gold_chain,
-                                    self.titles), roll.trajectory.answer) for slot, roll in todo]
+                  answer_candidates(roll.trajectory, gold_entities(slot), self.titles), roll.trajectory.answer)
+                 for slot, roll in todo]
         return {id(roll): path for (_, roll), path in zip(todo, self.extractor.extract_many(items))} if items else {}
 
     # -- 5: update -------------------------------------------------------------------------
