@@ -127,8 +127,9 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
         if f1 is not None:  # EoG's answer-set questions: EM is Hit@1; set F1 beside it
             print(f"{name}: macro set F1 {f1:.1f}")
             by_config_f1.setdefault(configuration(spec), []).append(f1)
-        f1_by_config.setdefault(configuration(spec), []).append(macro_f1(run))
-        print(f"{name}: macro F1 {macro_f1(run):.2f}")  # reference_file.py records it per run
+        token_f1 = macro_f1(run)
+        f1_by_config.setdefault(configuration(spec), []).append(token_f1)
+        print(f"{name}: macro F1 {token_f1:.2f}")  # reference_file.py records it per run
         if searches(scratch, name) is not None:
             searches_by_config.setdefault(configuration(spec), []).append(searches(scratch, name))
     if any(len(v) > 1 for v in by_config.values()):
