@@ -8,7 +8,8 @@ encoder of e5-base-v2's shape (E5 prefixes on: the folder is named ``e5-...``), 
 with the LLM verifier and the LLM path extractor: a few rounds, a checkpoint, a resume, an
 evaluation of the best checkpoint, the figures. Each stage prints one JSON line with its seconds
 and peak memory (process RSS, and CUDA's peak allocated / reserved when on a GPU); the last line
-is the summary of all stages.
+is the summary of all stages. Inside training, stderr logs each round stage's seconds as it ends and
+each update micro-batch, so a call cut short still shows where its time went.
 
     PYTHONPATH=$PWD python3 scripts/paper_tier_smoke.py --out /tmp/paper-smoke --shape 3b --entities 100000
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import resource
@@ -29,6 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from workbench.commands import log_to_stderr
 from workbench.method.gpu_bench import SHAPES as PUBLISHED  # the published config.json values
 
 SHAPES = {"3b": PUBLISHED["qwen2.5-3b"], "7b": PUBLISHED["qwen2.5-7b"],
@@ -118,6 +121,7 @@ def main(argv=None) -> int:
     p.add_argument("--slots", type=int, default=8, help="method.chains_per_round")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     args = p.parse_args(argv)
+    log_to_stderr(logging.DEBUG)  # each round stage's seconds as it ends and each update micro-batch
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for env, sub in (("WORKBENCH_DATA", "data"), ("WORKBENCH_RUNS", "runs"), ("WORKBENCH_FIGURES", "figures")):

@@ -95,14 +95,21 @@ def test_resume_refuses_other_settings(db):
     assert json.loads(config)["method"]["anneal_steps"] == 1  # p*(t) keeps the first run's horizon
 
 
-def test_minibatches_take_that_many_optimiser_steps_per_round(db):
+def test_minibatches_take_that_many_optimiser_steps_per_round(db, caplog):
+    import logging
+
     import torch
 
     from workbench.policy.model import model_labels
     from workbench.method.train import run_dir
 
-    train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
-          overrides={"method.minibatches": 3, "method.lr": 1e-3, "method.warmup_steps": 4})
+    with caplog.at_level(logging.DEBUG, logger="workbench.method.loop"):  # what a cut-short round leaves behind
+        train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.minibatches": 3, "method.lr": 1e-3, "method.warmup_steps": 4})
+    stages = [m.split(":")[0] for m in caplog.messages if m.startswith("round stage")]
+    assert stages[-4:] == ["round stage rollouts", "round stage rewards", "round stage update", "round stage sync"]
+    micro = [m for m in caplog.messages if m.startswith("update micro-batch")]
+    assert len(micro) >= 3 and all(" sequences, " in m for m in micro)  # at least one per optimiser step
     saved = torch.load(run_dir("mb") / "checkpoints" / "round-000001" / "optimizer.pt")
     assert {float(s["step"]) for s in saved["state"].values()} == {3.0}
     assert saved["param_groups"][0]["lr"] == pytest.approx(3 / 4 * 1e-3)  # the third of 4 warm-up steps

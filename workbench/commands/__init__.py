@@ -1,6 +1,8 @@
 """Subcommands of the ``workbench`` CLI, one module per area, each with ``register(subparsers)``."""
 
 import argparse
+import logging
+import sys
 
 from workbench import paths
 
@@ -42,3 +44,21 @@ def overrides(args: argparse.Namespace) -> dict:
             raise ValueError(f"--set: expected section.field=value, got {pair!r}")
         out[key] = yaml.safe_load(value)
     return out
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """Send the workbench's own log records (a round's stages as they end, a benchmark's rows as
+    they are measured) to stderr at ``level``, so a command cut short still shows how far it got;
+    other libraries' logging is left as it is.
+
+    Example:
+        >>> log_to_stderr(); logging.getLogger("workbench").level == logging.INFO
+        True
+    """
+    log = logging.getLogger("workbench")
+    if not any(getattr(h, "_workbench_stderr", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+        handler._workbench_stderr = True
+        log.addHandler(handler)
+    log.setLevel(level)

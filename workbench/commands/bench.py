@@ -7,7 +7,7 @@ import importlib
 import inspect
 import json
 
-from workbench.commands import add_set, db_path, overrides
+from workbench.commands import add_set, db_path, log_to_stderr, overrides
 
 # name -> (module, function, help); each function takes keyword arguments named like the bench's
 # options (``--batch-sizes`` -> ``batch_sizes``) and returns a dict.
@@ -110,6 +110,7 @@ def _gpu_args(p: argparse.ArgumentParser) -> None:
 
 def _runner(module: str, func: str):
     def run(args: argparse.Namespace) -> int:
+        log_to_stderr()  # a long benchmark logs each measurement as it is made; the JSON comes at the end
         bench = getattr(importlib.import_module(module), func)
         print(json.dumps(bench(**_keywords(bench, args)), indent=2))
         return 0

@@ -26,6 +26,7 @@ ours, when set).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -403,9 +404,13 @@ def make_kg_tool(con, method_cfg, policy=None, url: str = ""):
     return KGSearch(con, judge=judge, **settings)
 
 
+log = logging.getLogger(__name__)
+
+
 class Laps:
     """The round's stage timer: each call records the seconds since the previous one as
-    ``timings["time_<stage>"]`` (the per-round ``time_*`` metrics).
+    ``timings["time_<stage>"]`` (the per-round ``time_*`` metrics) and logs it at INFO, so a round
+    cut short (a time limit, a crash) still shows which stages finished and how long they took.
 
     Example:
         >>> lap = Laps(); lap("update"); list(lap.timings)
@@ -419,6 +424,7 @@ class Laps:
     def __call__(self, stage: str) -> None:
         now = time.perf_counter()
         self.timings[f"time_{stage}"] = now - self._clock
+        log.info("round stage %s: %.1f s", stage, now - self._clock)
         self._clock = now
 
 
@@ -711,7 +717,10 @@ class Trainer:
         if not rows:
             return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 1, "kl_coef": self.kl.coef}
         if not self.policy.backend.trainer_logprobs:
+            start = time.perf_counter()
             rows = self.recompute_old_logprobs(rows)
+            log.info("update: old log-probs of %d rows recomputed by the trainer: %.1f s", len(rows),
+                     time.perf_counter() - start)
         order = np.random.default_rng(self.seed_for(t, 5)).permutation(len(rows))
         parts = np.array_split(order, max(1, min(m.minibatches, len(rows))))
         steps = []
@@ -758,6 +767,7 @@ class Trainer:
         if self.dist is not None:  # this rank's rows; total_tokens stays the global batch's
             order = self.dist.step_rows(order)
         for start in range(0, len(order), m.micro_batch):
+            clock = time.perf_counter()
             idx = order[start:start + m.micro_batch]
             tensors = batch_tensors([rows[i] for i in idx], pad)
             adv = torch.zeros_like(tensors["old_logprobs"])
@@ -779,6 +789,9 @@ class Trainer:
             sums["kl"] += float(stats["kl"]) * share
             sums["clip_fraction"] += float(stats.get("clip_fraction", 0.0)) * share
             sums["entropy"] += float(entropy) * share
+            log.debug("update micro-batch %d/%d: %d sequences, %d tokens, %.1f s", start // m.micro_batch + 1,
+                      -(-len(order) // m.micro_batch), len(idx), int(tensors["attention_mask"].sum()),
+                      time.perf_counter() - clock)
         self.policy.model.eval()
         if self.dist is not None:  # the gradient and sums of one process at the same global batch
             sums = self.dist.all_reduce_step(self.optimizer.param_groups[0]["params"], sums)

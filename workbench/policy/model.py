@@ -316,7 +316,7 @@ class Policy:
         if entropy_mask is None:
             return out
         mask = entropy_mask[:, 1:].to(self.device, entropy.dtype)
-        return out, (entropy * mask).sum() / mask.sum().clamp(min=1.0)
+        return out, (entropy.detach() * mask).sum() / mask.sum().clamp(min=1.0)  # a patched model (Unsloth) may attach a graph
 
     def _hidden_and_head(self, input_ids, attention_mask, position_ids):
         """(the last hidden states [B, T, H], the output layer) so the logits can be made in chunks;
