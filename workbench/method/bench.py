@@ -13,7 +13,10 @@ Synthetic inputs (ours, seeded): a pool of 3-entity chains over a world of named
 node carrying its passage, and trajectories that follow a chain, take a shortcut, or wander.
 
 ``bench_rollout``: for each batch size, (1) generated tokens/s of one sampled turn (temperature
-0.6, top-p 0.95, ``rollout.max_new_tokens`` new tokens, KV cache, HF backend) and (2) questions/s
+0.6, top-p 0.95, ``rollout.max_new_tokens`` new tokens, KV cache, HF backend) against the same
+turn with Transformers' own attention rule, which copies the KV cache per query head
+(``policy.attention``; the same tokens, checked; each timed twice, alternating, the faster kept;
+``speedup_vs_copying_kv``), and (2) questions/s
 of full multi-turn rollouts (``method.rollout.rollout``, one sample per question, the preset's
 turn and length limits) against the real ``SearchTool`` over the preset's TinyWorld built in
 memory (or the store ``db``, read-only). The model is randomly initialised (a speed figure does
@@ -203,8 +206,8 @@ def bench_rollout(preset: str = "tiny", db: str | None = None, model: str | None
     prompts = [policy.encode(policy.chat_prompt(protocol.solver_user_message(q))) for q in questions]
     policy.generate_ids(prompts[:2], max_new_tokens=4, temperature=r.temperature, top_p=r.top_p)  # warm-up
 
-    out = {"batch_sizes": sizes, "tokens_per_s": [], "questions_per_s": [],
-           "retrieval_share_if_every_row_searches": []}
+    out = {"batch_sizes": sizes, "tokens_per_s": [], "tokens_per_s_copying_kv": [], "speedup_vs_copying_kv": [],
+           "questions_per_s": [], "retrieval_share_if_every_row_searches": []}
     gen_total = search_total = 0.0
     for b in sizes:
         timed, trajs = _time_batch(cfg, policy, tool, prompts[:b], questions[:b])
@@ -228,14 +231,29 @@ def bench_rollout(preset: str = "tiny", db: str | None = None, model: str | None
 def _time_batch(cfg, policy, tool, prompts: list, questions: list[str]) -> tuple[dict, list]:
     """One batch: a generated turn (tokens/s), one search per row (its share of search + turn),
     full rollouts (questions/s). Returns those figures and the rollouts' trajectories."""
+    from workbench.policy import attention, protocol
     from workbench.policy.rollout import rollout
-    from workbench.policy import protocol
 
     r, b = cfg.rollout, len(questions)
-    start = time.perf_counter()
-    gens = policy.generate_ids(prompts, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-                               top_p=r.top_p, stop=protocol.STOP_STRINGS, seed=0)
-    turn_s = time.perf_counter() - start
+
+    def turn():
+        start = time.perf_counter()
+        out = policy.generate_ids(prompts, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+                                  top_p=r.top_p, stop=protocol.STOP_STRINGS, seed=0)
+        return out, time.perf_counter() - start
+
+    # the baseline: Transformers' rule, the KV cache copied per query head; each path timed twice,
+    # alternating, and its faster time kept, so neither pays the other's first-call costs
+    times = {"grouped": [], "copying": []}
+    for _ in range(2):
+        with attention.copying_kv():
+            copied, seconds = turn()
+        times["copying"].append(seconds)
+        gens, seconds = turn()
+        times["grouped"].append(seconds)
+    if [g.token_ids for g in copied] != [g.token_ids for g in gens]:
+        raise RuntimeError("bench rollout: the grouped-query path generated other tokens than the copying one")
+    turn_s, copied_s = min(times["grouped"]), min(times["copying"])
     start = time.perf_counter()
     tool.search(questions, cfg.search.topk)
     search_s = time.perf_counter() - start
@@ -243,7 +261,9 @@ def _time_batch(cfg, policy, tool, prompts: list, questions: list[str]) -> tuple
     trajs = rollout(policy, tool, questions, 1, max_turns=r.max_turns, topk=cfg.search.topk,
                     temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                     max_total_tokens=r.max_total_tokens, seed=0)
-    return {"tokens_per_s": round(sum(len(g.token_ids) for g in gens) / turn_s, 1),
+    tokens = sum(len(g.token_ids) for g in gens)
+    return {"tokens_per_s": round(tokens / turn_s, 1), "tokens_per_s_copying_kv": round(tokens / copied_s, 1),
+            "speedup_vs_copying_kv": round(copied_s / turn_s, 2),
             "retrieval_share_if_every_row_searches": round(search_s / (search_s + turn_s), 4),
             "questions_per_s": round(b / (time.perf_counter() - start), 3)}, trajs
 

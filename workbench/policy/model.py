@@ -129,6 +129,9 @@ class Policy:
     """
 
     def __init__(self, model, tokenizer, device: str | torch.device | None = None, backend=None):
+        from workbench.policy import attention
+
+        attention.install()  # no KV-cache copies for grouped-query heads on the CPU (same bits)
         self.device = torch.device(device or _default_device())
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
