@@ -49,3 +49,15 @@ def test_set_overrides_take_the_field_type():
     assert preset("smoke", **{"method.gate_allow_topic": "false"}).method.gate_allow_topic is False
     with pytest.raises(ValueError, match="'method.steps': expected an int"):
         preset("tiny", **{"method.steps": "many"})
+
+
+def test_log_to_stderr_writes_to_the_current_stderr_once(capsys):
+    import logging
+
+    from workbench.commands import log_to_stderr
+
+    log_to_stderr()
+    log_to_stderr()  # a second call adds no second handler
+    logging.getLogger("workbench.method.loop").info("round stage update: 1.0 s")
+    err = capsys.readouterr().err  # the handler looks up sys.stderr per record: capsys's stream here
+    assert err.count("workbench.method.loop: round stage update: 1.0 s") == 1

@@ -108,7 +108,7 @@ def test_minibatches_take_that_many_optimiser_steps_per_round(db, caplog):
               overrides={"method.minibatches": 3, "method.lr": 1e-3, "method.warmup_steps": 4})
     stages = [m.split(":")[0] for m in caplog.messages if m.startswith("round stage")]
     assert stages[-4:] == ["round stage rollouts", "round stage rewards", "round stage update", "round stage sync"]
-    micro = [m for m in caplog.messages if m.startswith("update micro-batch")]
+    micro = [m for m in caplog.messages if m.startswith("round 0 update micro-batch")]
     assert len(micro) >= 3 and all(" sequences, " in m for m in micro)  # at least one per optimiser step
     saved = torch.load(run_dir("mb") / "checkpoints" / "round-000001" / "optimizer.pt")
     assert {float(s["step"]) for s in saved["state"].values()} == {3.0}

@@ -46,19 +46,35 @@ def overrides(args: argparse.Namespace) -> dict:
     return out
 
 
+class _Stderr(logging.StreamHandler):
+    """A handler that writes to whatever ``sys.stderr`` is when a record comes (as logging's
+    last-resort handler does), not to the stream of the moment it was made."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
 def log_to_stderr(level: int = logging.INFO) -> None:
     """Send the workbench's own log records (a round's stages as they end, a benchmark's rows as
     they are measured) to stderr at ``level``, so a command cut short still shows how far it got;
-    other libraries' logging is left as it is.
+    other libraries' logging is left as it is, and the records are not also passed to the root
+    logger's handlers (no second copy where an application configured those).
 
     Example:
         >>> log_to_stderr(); logging.getLogger("workbench").level == logging.INFO
         True
     """
     log = logging.getLogger("workbench")
-    if not any(getattr(h, "_workbench_stderr", False) for h in log.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
-        handler._workbench_stderr = True
-        log.addHandler(handler)
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        log.addHandler(_Stderr())
     log.setLevel(level)
+    log.propagate = False

@@ -789,9 +789,10 @@ class Trainer:
             sums["kl"] += float(stats["kl"]) * share
             sums["clip_fraction"] += float(stats.get("clip_fraction", 0.0)) * share
             sums["entropy"] += float(entropy) * share
-            log.debug("update micro-batch %d/%d: %d sequences, %d tokens, %.1f s", start // m.micro_batch + 1,
-                      -(-len(order) // m.micro_batch), len(idx), int(tensors["attention_mask"].sum()),
-                      time.perf_counter() - clock)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("round %d update micro-batch %d/%d: %d sequences, %d tokens, %.1f s", t,
+                          start // m.micro_batch + 1, -(-len(order) // m.micro_batch), len(idx),
+                          int(tensors["attention_mask"].sum()), time.perf_counter() - clock)
         self.policy.model.eval()
         if self.dist is not None:  # the gradient and sums of one process at the same global batch
             sums = self.dist.all_reduce_step(self.optimizer.param_groups[0]["params"], sums)

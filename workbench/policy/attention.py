@@ -19,7 +19,7 @@ import contextlib
 import torch
 from transformers.integrations import sdpa_attention
 
-_TRANSFORMERS_RULE = sdpa_attention.use_gqa_in_sdpa
+_TRANSFORMERS_RULE = getattr(sdpa_attention.use_gqa_in_sdpa, "transformers_rule", sdpa_attention.use_gqa_in_sdpa)
 
 
 def _rule(attention_mask, key: torch.Tensor, value: torch.Tensor) -> bool:
@@ -28,8 +28,12 @@ def _rule(attention_mask, key: torch.Tensor, value: torch.Tensor) -> bool:
     return _TRANSFORMERS_RULE(attention_mask, key, value)
 
 
+_rule.transformers_rule = _TRANSFORMERS_RULE  # a reloaded module still finds Transformers' own
+
+
 def install() -> None:
-    """Make Transformers' SDPA attention take the grouped path as described above (idempotent).
+    """Make Transformers' SDPA attention take the grouped path as described above (idempotent;
+    process-wide: any Hugging Face model with grouped-query heads on the CPU, with the same bits).
 
     Example:
         >>> install(); sdpa_attention.use_gqa_in_sdpa is _rule
@@ -40,7 +44,8 @@ def install() -> None:
 
 @contextlib.contextmanager
 def copying_kv():
-    """Transformers' own rule for the duration (the benchmark's baseline).
+    """Transformers' own rule for the duration (the benchmark's baseline; process-wide, so not
+    for use while another thread generates).
 
     Example:
         >>> with copying_kv(): sdpa_attention.use_gqa_in_sdpa is _TRANSFORMERS_RULE
