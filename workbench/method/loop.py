@@ -53,6 +53,8 @@ from workbench.policy import protocol
 from workbench.policy.generation import Choices
 from workbench.scoring import exact_match
 
+log = logging.getLogger(__name__)  # round stages at INFO, update micro-batches at DEBUG (commands.log_to_stderr)
+
 
 @dataclass
 class Candidate:
@@ -402,9 +404,6 @@ def make_kg_tool(con, method_cfg, policy=None, url: str = ""):
                                    top_p=1.0)
             return [o.text for o in outs]
     return KGSearch(con, judge=judge, **settings)
-
-
-log = logging.getLogger(__name__)
 
 
 class Laps:
