@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import duckdb
 import numpy as np
@@ -138,6 +139,14 @@ def test_save_fig_writes_png_when_a_browser_exists_else_says_how(tmp_path, monke
         assert written[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     else:
         assert "apt-get install chromium" in capsys.readouterr().out
+
+
+def test_save_fig_without_kaleido_writes_the_html_and_names_the_import_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido raises, as on an image without it
+    monkeypatch.setattr(figures, "_png_works", None)
+    written = figures.save_fig(go.Figure(go.Bar(x=["a"], y=[1])), "probe", out_dir=tmp_path)
+    assert written == [tmp_path / "probe.html"] and written[0].exists()
+    assert "PNG export off: import of kaleido halted" in capsys.readouterr().out
 
 
 def test_cli_paper_only(tmp_path, no_browser, capsys):

@@ -186,9 +186,13 @@ def _png_ready() -> bool:
     if _png_works is None:
         import atexit
 
-        import kaleido
-        from choreographer.browsers.chromium import Chromium
-
+        try:
+            import kaleido
+            from choreographer.browsers.chromium import Chromium
+        except ImportError as err:  # a partial install (a GPU image): the HTML is still written
+            print(f"PNG export off: {err}; wrote HTML only")
+            _png_works = False
+            return False
         # Without a browser kaleido's server thread dies and later calls wait forever: look first.
         browser = Chromium.find_browser(skip_local=False)
         _png_works = bool(browser) and os.access(browser, os.X_OK)

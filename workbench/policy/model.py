@@ -254,7 +254,10 @@ class Policy:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         # a LoRA policy is saved with its adapters folded in, so the directory loads anywhere (eval, vLLM)
-        (lora.merged_model(self.model) if self.is_lora else self.model).save_pretrained(directory)
+        if self.is_lora:
+            lora.save_merged(self.model, directory)
+        else:
+            self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         return directory
 
