@@ -21,7 +21,6 @@ nothing; every EM is 0, as expected).
 from __future__ import annotations
 
 import argparse
-import faulthandler
 import json
 import logging
 import os
@@ -121,11 +120,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="rounds before the resume (one more after it)")
     p.add_argument("--slots", type=int, default=8, help="method.chains_per_round")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
-    p.add_argument("--stacks", type=float, default=0, metavar="S",
-                   help="every S seconds, print every thread's Python stack on stderr (where a slow stage is)")
     args = p.parse_args(argv)
-    if args.stacks > 0:
-        faulthandler.dump_traceback_later(args.stacks, repeat=True)
     log_to_stderr(logging.DEBUG)  # each round stage's seconds as it ends and each update micro-batch
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
