@@ -23,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import re
 import resource
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from workbench.commands import log_to_stderr
@@ -62,6 +64,22 @@ class Stages:
         self.rows.append(row)
         print(json.dumps(row), flush=True)
         return out
+
+    def run_apart(self, name, fn, *args, **kwargs):
+        """``run`` in a fresh process that exits after it, as separate ``workbench`` commands would:
+        the GPU memory a stage's in-process vLLM engine holds is not released when the engine is
+        deleted (vLLM issue 21073), so train, resume and evaluate in one process stacked three."""
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(1, mp_context=context, initializer=log_to_stderr, initargs=(logging.DEBUG,)) as pool:
+            row = pool.submit(_stage_row, name, fn, args, kwargs).result()
+        self.rows.append(row)
+
+
+def _stage_row(name, fn, args, kwargs) -> dict:
+    """One stage in a child process (``Stages.run_apart``): its row, printed there."""
+    stages = Stages()
+    stages.run(name, fn, *args, **kwargs)
+    return stages.rows[0]
 
 
 def make_model(folder: Path, shape: str) -> Path:
@@ -155,11 +173,11 @@ def main(argv=None) -> int:
     finally:
         con.close()
     kw = dict(run="paper-smoke", method="coevokg", preset="paper", model=str(model), progress=True)  # rounds on stderr
-    stages.run(f"train {args.rounds} rounds", train, str(db), overrides=overrides, **kw)
-    stages.run("resume +1 round", train, str(db), overrides={**overrides, "method.steps": args.rounds + 1},
-               resume=True, **kw)
+    stages.run_apart(f"train {args.rounds} rounds", train, str(db), overrides=overrides, **kw)
+    stages.run_apart("resume +1 round", train, str(db), overrides={**overrides, "method.steps": args.rounds + 1},
+                     resume=True, **kw)
     best = out / "runs" / "paper-smoke" / "best"
-    stages.run("evaluate best", evaluate, str(db), best if best.exists() else model, "tinyworld", "test", limit=8,
+    stages.run_apart("evaluate best", evaluate, str(db), best if best.exists() else model, "tinyworld", "test", limit=8,
                preset="paper", overrides={k: v for k, v in overrides.items() if not k.startswith("method.")},
                backbone=f"qwen2.5-{args.shape}-random", method="coevokg")
     stages.run("figures", figures.build_all, db=str(db), out_dir=str(out / "figures"))

@@ -107,7 +107,8 @@ def test_minibatches_take_that_many_optimiser_steps_per_round(db, caplog):
         train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
               overrides={"method.minibatches": 3, "method.lr": 1e-3, "method.warmup_steps": 4})
     stages = [m.split(":")[0] for m in caplog.messages if m.startswith("round stage")]
-    assert stages[-4:] == ["round stage rollouts", "round stage rewards", "round stage update", "round stage sync"]
+    assert stages[-8:] == ["round stage rollouts", "round stage rewards", "round stage update", "round stage sync",
+                           "round stage validation", "round stage commit", "round stage best", "round stage checkpoint"]
     micro = [m for m in caplog.messages if m.startswith("round 0 update micro-batch")]
     assert len(micro) >= 3 and all(" sequences, " in m for m in micro)  # at least one per optimiser step
     saved = torch.load(run_dir("mb") / "checkpoints" / "round-000001" / "optimizer.pt")

@@ -40,7 +40,7 @@ from workbench.config import Config, preset as get_preset
 from workbench.kg import topology_qa
 from workbench.method import distributed
 from workbench.method.eog_warmstart import topology_demos
-from workbench.method.loop import Trainer
+from workbench.method.loop import Laps, Trainer
 from workbench.method.methods import method_spec, uses_kg_tool
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
                                        write_progress)
@@ -294,14 +294,19 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
     with round_bar(trainer.run, trainer.spec.name, state["completed"], steps, enabled=progress) as bar:
         for t in range(state["completed"], steps):
             result = trainer.run_round(t)
+            lap = Laps()  # what follows the round, logged as it ends (not among the round's time_* metrics)
             val = validation_em(trainer, cfg.method.val_questions)
+            lap("validation")
             metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
+            lap("commit")
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
                            tool_settings(cfg.method) if trainer.kg is not None else None)
+                lap("best")
             state["completed"] = t + 1
             save_checkpoint(folder, trainer, state)
+            lap("checkpoint")
             _write_progress(trainer, folder, state, "running")
             bar.set_postfix(round_postfix(metrics, state["best_val"]), refresh=False)
             bar.update(1)  # one redraw a round: one line in papermill's log

@@ -1,0 +1,30 @@
+"""scripts/paper_tier_smoke.py at its CPU shape: the paper tier's whole path (model, world, G_0, E5-shaped
+index, training with the LLM verifier and extractor, resume, evaluation, figures), each GPU-holding
+stage in its own process (slow: ~1 minute)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_paper_tier_smoke_runs_every_stage_at_the_tiny_shape(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "paper_tier_smoke.py"), "--out", str(tmp_path), "--shape", "tiny",
+         "--entities", "2000", "--rounds", "1", "--slots", "2", "--set", "rollout.max_new_tokens=32",
+         "--set", "rollout.max_total_tokens=512", "--set", "method.group_size=2", "--set", "method.val_questions=1"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert [row["stage"] for row in summary["summary"]] == [
+        "model", "world", "pool G_0", "encoder", "dense index", "train 1 rounds", "resume +1 round",
+        "evaluate best", "figures"]
+    assert (tmp_path / "runs" / "paper-smoke" / "checkpoints" / "round-000002" / "state.json").exists()
+    assert (tmp_path / "figures" / "table1_main_results_paper.md").exists()
