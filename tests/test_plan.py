@@ -52,6 +52,17 @@ def test_memory_by_hand_for_lora_and_full_fine_tune():
     assert full["total"] == sum(v for k, v in full.items() if k not in ("total", "kv cache at max length"))
 
 
+def test_a_dense_index_searched_on_the_gpu_counts_its_float16_vectors():
+    shape = ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"]
+    paper = preset("paper")
+    assert paper.search.device == "auto"  # the paper preset searches on the GPU when one is visible
+    assert memory_per_gpu(paper, shape, passages=21_000_000)["dense index (search.device)"] == 21_000_000 * 768 * 2
+    on_cpu = preset("paper", **{"search.device": "cpu"})
+    assert memory_per_gpu(on_cpu, shape, passages=21_000_000)["dense index (search.device)"] == 0
+    served = preset("paper", **{"search.url": "http://localhost:8000/retrieve"})
+    assert memory_per_gpu(served, shape, passages=21_000_000)["dense index (search.device)"] == 0
+
+
 def test_more_gpus_split_the_batch_and_the_token_work():
     cfg, shape = preset("paper-7b"), ARCHITECTURES["Qwen/Qwen2.5-7B-Instruct"]
     one, eight = time_per_round(cfg, shape, 1), time_per_round(cfg, shape, 8)

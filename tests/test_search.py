@@ -284,3 +284,14 @@ def test_search_device_is_checked():
     assert preset("smoke", **{"search.device": "cuda:1"}).search.device == "cuda:1"
     with pytest.raises(ValueError, match="search.device"):
         preset("smoke", **{"search.device": "gpu"})
+
+
+def test_search_device_auto_is_the_gpu_where_torch_sees_one(monkeypatch):
+    import torch
+
+    from workbench.search.retriever import search_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert search_device("auto") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert search_device("auto") == "cuda" and search_device("cpu") == "cpu"

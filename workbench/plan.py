@@ -127,11 +127,12 @@ def model_shape(model: str) -> Shape:
 
 # ---------------------------------------------------------------- memory and disk
 
-def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> dict[str, int]:
+def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None, passages: int = 0) -> dict[str, int]:
     """Bytes per GPU by part (module docstring), and their ``total``. ``gpus`` splits the rollout
     batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The KV
     cache holds the batch at the assumed mean trajectory length (vLLM pages the cache and preempts
-    rows beyond its share, ``rollout.vllm_memory``); ``kv cache at max length`` is the bound.
+    rows beyond its share, ``rollout.vllm_memory``); ``kv cache at max length`` is the bound. A dense
+    index searched on the GPU (``search.device`` not 'cpu') holds ``passages`` float16 vectors.
 
     Example:
         >>> from workbench.config import preset
@@ -157,6 +158,8 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
         "rollout engine weights": 2 * n if r.backend in ("auto", "vllm") else 0,
         "kv cache (rollout batch)": rollouts * min(a.mean_tokens, seq) * shape.kv_bytes_per_token(),
         "activations (checkpointed)": kept + block + logits,
+        "dense index (search.device)": passages * a.encoder_dim * 2
+        if cfg.search.index == "dense" and not cfg.search.url and cfg.search.device != "cpu" else 0,
     }
     parts["total"] = sum(parts.values())
     parts["kv cache at max length"] = rollouts * seq * shape.kv_bytes_per_token()
@@ -194,6 +197,7 @@ class Assumptions:
     mean_tokens: int = 1500
     generated_share: float = 0.3
     search_s: float = 0.5
+    encoder_dim: int = 768  # e5-base-v2's embedding width: the dense index on a GPU holds passages x this, float16
 
 
 def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumptions()) -> dict[str, float]:
@@ -260,6 +264,19 @@ def _count(con, sql: str, args=()) -> int:
     return int(con.execute(sql, list(args)).fetchone()[0])
 
 
+def _passages(db: str | Path) -> int:
+    """The store's passage count (0 when there is no store yet)."""
+    from workbench import store
+
+    if not Path(db).exists():
+        return 0
+    con = store.connect(db, read_only=True)
+    try:
+        return _count(con, "SELECT count(*) FROM passages")
+    finally:
+        con.close()
+
+
 def _store_checks(db: Path, cfg, datasets) -> list[Check]:
     from workbench import store
 
@@ -320,7 +337,7 @@ def plan(cfg, db: str | Path, model: str | None = None, gpus: int = 1, a: Assump
             "parameters": shape.parameters(), "trainable": shape.lora_parameters(cfg.method.lora_rank)
             if cfg.method.lora_rank else shape.parameters(),
             "checks": [asdict(c) for c in check_inputs(cfg, db, model, datasets)],
-            "memory_per_gpu": memory_per_gpu(cfg, shape, gpus, a), "disk": checkpoint_disk(cfg, shape),
+            "memory_per_gpu": memory_per_gpu(cfg, shape, gpus, a, _passages(db)), "disk": checkpoint_disk(cfg, shape),
             "seconds_per_round": per_round, "rounds": cfg.method.steps,
             "hours_per_run": per_round["total"] * cfg.method.steps / 3600, "assumptions": asdict(a)}
 

@@ -23,13 +23,28 @@ from workbench import paths
 def make_retriever(con, search_cfg, index: str | None = None):
     """``RemoteRetriever(search.url)`` when a URL is set, else ``SearchTool`` over ``con`` with
     ``index`` (default ``search.index``), ``search.dense_model`` (``paths.local_model``) and
-    ``search.device``, memory-mapped with passages read from the store when ``search.mmap``."""
+    ``search.device`` (:func:`search_device`), memory-mapped with passages read from the store when ``search.mmap``."""
     if search_cfg.url:
         from workbench.search.client import RemoteRetriever
 
         return RemoteRetriever(search_cfg.url, topk=search_cfg.topk)
     from workbench.search.tool import SearchTool
 
-    return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk, device=search_cfg.device,
+    return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk,
+                      device=search_device(search_cfg.device),
                       model=paths.local_model(search_cfg.dense_model) if search_cfg.dense_model else None,
                       mmap=search_cfg.mmap)
+
+
+def search_device(device: str) -> str:
+    """``search.device`` made concrete: 'auto' is 'cuda' when torch sees a GPU, else 'cpu'.
+
+    Example:
+        >>> search_device("cpu"), search_device("cuda:1")
+        ('cpu', 'cuda:1')
+    """
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
