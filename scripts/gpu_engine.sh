@@ -19,8 +19,9 @@ set -eo pipefail
 S=${SCRATCH:-/tmp/gpu_engine}; OUT=${OUT:-$S/out}; mkdir -p "$S/data" "$OUT"
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
+# vLLM logs to stdout by default, which put its lines into the JSON files below (session 11's loop3b.json)
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
-  UNSLOTH_DISABLE_STATISTICS=1 WORKBENCH_RUNS="$S/runs" TOKENIZERS_PARALLELISM=false
+  VLLM_LOGGING_STREAM=ext://sys.stderr UNSLOTH_DISABLE_STATISTICS=1 WORKBENCH_RUNS="$S/runs" TOKENIZERS_PARALLELISM=false
 wb="$PY -m workbench.cli"
 db="$S/data/tiny.duckdb"
 base=$(ls -d data/pretrained/warmstart/*/ | head -1)
