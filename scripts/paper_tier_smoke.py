@@ -75,6 +75,16 @@ class Stages:
         self.rows.append(row)
 
 
+def _release_cuda_cache() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def _stage_row(name, fn, args, kwargs) -> dict:
     """One stage in a child process (``Stages.run_apart``): its row, printed there."""
     stages = Stages()
@@ -172,6 +182,7 @@ def main(argv=None) -> int:
         stages.run("dense index", make_retriever, con, cfg.search)
     finally:
         con.close()
+    _release_cuda_cache()  # the encoder's and index's cached blocks, before the child processes start
     kw = dict(run="paper-smoke", method="coevokg", preset="paper", model=str(model), progress=True)  # rounds on stderr
     stages.run_apart(f"train {args.rounds} rounds", train, str(db), overrides=overrides, **kw)
     stages.run_apart("resume +1 round", train, str(db), overrides={**overrides, "method.steps": args.rounds + 1},

@@ -17,12 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_paper_tier_smoke_runs_every_stage_at_the_tiny_shape(tmp_path):
-    out = subprocess.run(
+    proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "paper_tier_smoke.py"), "--out", str(tmp_path), "--shape", "tiny",
          "--entities", "2000", "--rounds", "1", "--slots", "2", "--set", "rollout.max_new_tokens=32",
          "--set", "rollout.max_total_tokens=512", "--set", "method.group_size=2", "--set", "method.val_questions=1"],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
-    summary = json.loads(out.strip().splitlines()[-1])
+        capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [row["stage"] for row in summary["summary"]] == [
         "model", "world", "pool G_0", "encoder", "dense index", "train 1 rounds", "resume +1 round",
         "evaluate best", "figures"]

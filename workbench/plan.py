@@ -11,7 +11,9 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
   of the trainable parameters (float32), the rollout engine's copy of the weights (vLLM, bfloat16)
   and the KV cache of the whole rollout batch at ``max_total_tokens``, and the activations of one
   micro-batch with gradient checkpointing (each block's input kept, one block recomputed, the
-  chunked log-prob logits: ``policy.model.LOGPROB_CHUNK_ELEMENTS``).
+  chunked log-prob logits: ``policy.model.LOGPROB_CHUNK_ELEMENTS``), and a dense index searched on
+  the GPU (``search.device`` not 'cpu': the store's passages x 768 float16 vectors, on rank 0, the
+  rank that serves retrieval; a search's score buffers are not counted).
 * :func:`time_per_round`: seconds per round from the stated assumptions (:class:`Assumptions`:
   decode throughput, the share of peak FLOPs the trainer reaches, mean trajectory length), with
   the FLOPs of the update (6 x parameters per token for a full fine-tune, 4 for LoRA: no weight
@@ -132,7 +134,8 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
     batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The KV
     cache holds the batch at the assumed mean trajectory length (vLLM pages the cache and preempts
     rows beyond its share, ``rollout.vllm_memory``); ``kv cache at max length`` is the bound. A dense
-    index searched on the GPU (``search.device`` not 'cpu') holds ``passages`` float16 vectors.
+    index searched on the GPU (``search.device`` not 'cpu') holds ``passages`` float16 vectors on
+    rank 0 (the largest GPU's share is what the total gives).
 
     Example:
         >>> from workbench.config import preset

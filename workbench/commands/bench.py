@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import json
+import sys
 
 from workbench.commands import add_set, db_path, log_to_stderr, overrides
 
@@ -112,7 +114,9 @@ def _runner(module: str, func: str):
     def run(args: argparse.Namespace) -> int:
         log_to_stderr()  # a long benchmark logs each measurement as it is made; the JSON comes at the end
         bench = getattr(importlib.import_module(module), func)
-        print(json.dumps(bench(**_keywords(bench, args)), indent=2))
+        with contextlib.redirect_stdout(sys.stderr):  # what libraries print (Unsloth's banner): stdout is the JSON
+            result = bench(**_keywords(bench, args))
+        print(json.dumps(result, indent=2))
         return 0
     return run
 

@@ -416,14 +416,15 @@ class Laps:
         ['time_update']
     """
 
-    def __init__(self):
+    def __init__(self, label: str = "round stage"):
         self.timings: dict[str, float] = {}
+        self.label = label
         self._clock = time.perf_counter()
 
     def __call__(self, stage: str) -> None:
         now = time.perf_counter()
         self.timings[f"time_{stage}"] = now - self._clock
-        log.info("round stage %s: %.1f s", stage, now - self._clock)
+        log.info("%s %s: %.1f s", self.label, stage, now - self._clock)
         self._clock = now
 
 

@@ -294,7 +294,7 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
     with round_bar(trainer.run, trainer.spec.name, state["completed"], steps, enabled=progress) as bar:
         for t in range(state["completed"], steps):
             result = trainer.run_round(t)
-            lap = Laps()  # what follows the round, logged as it ends (not among the round's time_* metrics)
+            lap = Laps("after round")  # logged as each ends; not among the round's stored time_* metrics
             val = validation_em(trainer, cfg.method.val_questions)
             lap("validation")
             metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
@@ -446,6 +446,9 @@ def _same_settings(runs: RunStore, method: str, cfg: Config) -> Config:
         d["method"].pop("steps", None)
         d["method"].pop("anneal_steps", None)
     if stored_method != method or stored != mine:
-        raise ValueError(f"--resume: run {runs.run!r} was started with other settings (method {stored_method!r}); "
-                         "resume with the same --method, --preset, --seed and --set values, or use a new --run")
+        changed = [f"{s}.{k}: {stored.get(s, {}).get(k)!r} -> {v!r}" for s, fields in mine.items() if isinstance(fields, dict)
+                   for k, v in fields.items() if stored.get(s, {}).get(k) != v]
+        raise ValueError(f"--resume: run {runs.run!r} was started with other settings (method {stored_method!r}"
+                         f"{'; ' + ', '.join(changed) if changed else ''}); resume with the same --method, --preset, "
+                         "--seed and --set values, or use a new --run")
     return dataclasses.replace(cfg, method=dataclasses.replace(cfg.method, anneal_steps=horizon))

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from pathlib import Path
 
@@ -133,6 +134,8 @@ def save_merged(model, directory: str | Path) -> Path:
         plain = AutoModelForCausalLM.from_config(base.config, dtype=next(iter(state.values())).dtype)
     plain.load_state_dict(state, strict=True, assign=True)
     plain.tie_weights()  # assign gave tied names separate tensors
+    if getattr(base, "generation_config", None) is not None:  # e.g. Qwen-Instruct's second eos id
+        plain.generation_config = copy.deepcopy(base.generation_config)
     plain.save_pretrained(directory)
     return Path(directory)
 

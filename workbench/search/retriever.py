@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+import logging
+
 from workbench import paths
 
 
@@ -47,4 +49,6 @@ def search_device(device: str) -> str:
         return device
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    found = "cuda" if torch.cuda.is_available() else "cpu"
+    logging.getLogger(__name__).info("search.device auto: %s", found)  # the run's config keeps 'auto'
+    return found
