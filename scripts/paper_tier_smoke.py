@@ -188,9 +188,10 @@ def main(argv=None) -> int:
     stages.run_apart("resume +1 round", train, str(db), overrides={**overrides, "method.steps": args.rounds + 1},
                      resume=True, **kw)
     best = out / "runs" / "paper-smoke" / "best"
-    stages.run_apart("evaluate best", evaluate, str(db), best if best.exists() else model, "tinyworld", "test", limit=8,
-               preset="paper", overrides={k: v for k, v in overrides.items() if not k.startswith("method.")},
-               backbone=f"qwen2.5-{args.shape}-random", method="coevokg")
+    stages.run_apart("evaluate best", evaluate, str(db), best if best.exists() else model, "tinyworld", "test",
+                     limit=8, preset="paper",
+                     overrides={k: v for k, v in overrides.items() if not k.startswith("method.")},
+                     backbone=f"qwen2.5-{args.shape}-random", method="coevokg")
     stages.run("figures", figures.build_all, db=str(db), out_dir=str(out / "figures"))
     print(json.dumps({"summary": stages.rows, "shape": args.shape, "entities": args.entities}), flush=True)
     return 0

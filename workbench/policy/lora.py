@@ -124,7 +124,8 @@ def save_merged(model, directory: str | Path) -> Path:
     ``Policy.save`` writes for a LoRA policy, so the saved directory loads anywhere (eval, vLLM).
 
     The model written is built on the meta device and given the merged tensors: no random
-    initialisation of weights that are all replaced (at 3B that took minutes on a CPU).
+    initialisation of weights that are all replaced (Qwen2 0.5B shape on a 2-core CPU: 25.0 s
+    against 1.97 s; ``scripts/save_merged_bench.py``).
     """
     from transformers import AutoModelForCausalLM
 
