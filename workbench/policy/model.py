@@ -85,7 +85,14 @@ def tiny_model(backbone_cfg, tokenizer, seed: int):
     return model.eval()
 
 
-def _default_device() -> str:
+def default_device() -> str:
+    """Where a policy goes when no device is given, and what ``search.device`` 'auto' means: 'cuda'
+    when torch sees a GPU, else 'cpu'.
+
+    Example:
+        >>> default_device() in ("cuda", "cpu")
+        True
+    """
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -132,7 +139,7 @@ class Policy:
         from workbench.policy import attention
 
         attention.install()  # no KV-cache copies for grouped-query heads on the CPU (same bits)
-        self.device = torch.device(device or _default_device())
+        self.device = torch.device(device or default_device())
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:  # e.g. Llama-3 ships without one; pad is always masked
@@ -167,7 +174,7 @@ class Policy:
             ValueError: cannot load a causal LM from '/no/such/model': ...
         """
         quiet_weight_bars()
-        device = device or _default_device()
+        device = device or default_device()
         # Unsloth only for a policy that will train LoRA: its loader casts to bf16 and patches the
         # model for its kernels, which a float32 full fine-tune (the tiny tier) must not get.
         unsloth = lora.unsloth_available(device) and backend_options.get("lora_rank", 0) > 0

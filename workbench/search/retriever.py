@@ -47,8 +47,8 @@ def search_device(device: str) -> str:
     """
     if device != "auto":
         return device
-    import torch
+    from workbench.policy.model import default_device
 
-    found = "cuda" if torch.cuda.is_available() else "cpu"
+    found = default_device()
     logging.getLogger(__name__).info("search.device auto: %s", found)  # the run's config keeps 'auto'
     return found
