@@ -283,8 +283,8 @@ def test_the_loop_reads_the_types_from_the_store_and_config_checks_the_name():
     assert make_verifier("structural", None).types is None
     con.execute("INSERT INTO entities VALUES (4, 'Imported', NULL, 'entity', 'kilt')")
     assert 4 not in make_verifier("structural", None, vocabulary="forms_types", con=con).types
-    with pytest.raises(ValueError, match="applies to the structural verifier only, not to 'open'"):
-        make_verifier("open", None, vocabulary="forms")
-    assert preset("tiny").method.verifier_vocabulary == "exact"
+    assert type(make_verifier("open", None, vocabulary="forms")).__name__ == "OpenGate"  # matches no words
+    assert preset("tiny").method.verifier_vocabulary == "forms_types"  # the default since 2026-12-02
+    assert preset("paper").method.verifier_vocabulary == "exact"  # its LLM verifier reads the words itself
     with pytest.raises(ValueError, match="config field 'method.verifier_vocabulary': expected one of"):
         preset("tiny", **{"method.verifier_vocabulary": "stems"})

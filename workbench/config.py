@@ -175,7 +175,7 @@ class MethodConfig:
     mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
     mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
     mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
-    verifier_vocabulary: str = "exact"  # ours: the structural verifier's word matching, exact | forms (word forms) | forms_types (+ the chain nodes' entity types; gate.StructuralVerifier)
+    verifier_vocabulary: str = "forms_types"  # ours: the structural verifier's word matching, exact | forms (word forms) | forms_types (+ the chain nodes' entity types; gate.StructuralVerifier; the open and LLM verifiers match no words); the default since 2026-12-02 (issue 15's admission target), 'exact' before
 
 
 @dataclass(frozen=True)
@@ -416,7 +416,8 @@ def _paper_preset(name: str, model: str) -> Config:
         rollout=RolloutConfig(max_turns=8, temperature=0.6, top_p=0.95, max_new_tokens=500, max_total_tokens=4096),
         method=MethodConfig(
             steps=314, minibatches=1, chains_per_round=64, group_size=8, beta_path=0.2, gate_allow_topic=False,
-            proposer_answer_choices=False, verifier="llm", path_extractor="llm", proposer_max_new_tokens=256,
+            proposer_answer_choices=False, verifier="llm", verifier_vocabulary="exact", path_extractor="llm",
+            proposer_max_new_tokens=256,
             lora_rank=64, lora_alpha=128, lr=1e-5, warmup_steps=30, kl_coef=0.001, kl_target=0.01, micro_batch=4,
             val_questions=100, seed_dataset="nq_hotpotqa", val_dataset="nq_hotpotqa"),
     )

@@ -338,7 +338,7 @@ class TopologyVerifier:
     * clarity: one '?' at the end and ``min_words``..``max_words`` words.
 
     Word forms are always on here; the chain methods' ``gate.StructuralVerifier`` counts them only
-    with ``method.verifier_vocabulary`` ``forms`` or ``forms_types`` (its default matches exactly).
+    with ``method.verifier_vocabulary`` ``forms`` or ``forms_types`` (the config's default).
     """
 
     def __init__(self, min_words: int = 4, max_words: int = 40):

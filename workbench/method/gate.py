@@ -240,9 +240,9 @@ class StructuralVerifier:
     * answer_focus: 1 when a relation incident to the answer node is touched, else 0;
     * clarity: 1 when the question has one '?' at its end and min_words..max_words words, else 0.
 
-    ``vocabulary`` (``method.verifier_vocabulary``, ours): 'exact' matches words as written (the
-    default); 'forms' also counts another form of a word (:func:`same_word`: 'director' touches
-    `directed by`); 'forms_types' also counts the chain nodes' entity types (``types``: entity_id ->
+    ``vocabulary`` (``method.verifier_vocabulary``, ours): 'exact' matches words as written (this
+    class's default; the config's is 'forms_types'); 'forms' also counts another form of a word
+    (:func:`same_word`: 'director' touches `directed by`); 'forms_types' also counts the chain nodes' entity types (``types``: entity_id ->
     type, e.g. 'city', 'university') as faithful words, since a question names what it asks for.
 
     Example:
