@@ -48,6 +48,8 @@ for v in MODEL STORE WARMSTARTS; do  # a path given relative to the caller's fol
   if [ -n "${!v:-}" ] && [ -e "${!v}" ]; then printf -v "$v" '%s' "$(realpath "${!v}")"; fi
 done
 cd "$(dirname "$0")/.."  # the repository root, whatever the caller's folder
+# the scripts below import workbench from this checkout whatever PY is (a python3 without it installed)
+export PYTHONPATH="$(pwd -P)${PYTHONPATH:+:$PYTHONPATH}"
 if [ "$S" = "$(pwd -P)" ]; then echo "SCRATCH must not be the repository" >&2; exit 2; fi
 for v in MODEL STORE WARMSTARTS; do  # the folders below are replaced: never with the user's model or store inside
   case "${!v:-}" in "$S"/data|"$S"/data/*|"$S"/runs|"$S"/runs/*|"$S"/base|"$S"/base/*|"$S"/base_kg|"$S"/base_kg/*|"$S"/base_topology|"$S"/base_topology/*)

@@ -13,6 +13,8 @@ from workbench.method.loop import Rollout, RoundResult, Slot, TrajectoryScore, c
 from workbench.method.memory import ChainView
 from workbench.policy.rollout import Trajectory
 
+NO_COUNTS = "tiny_table2_20rounds.json"  # a reference whose runs predate the answer-type counts
+
 # id, title, type: a chain Ann -> Rome -> Italy, an untyped entity, a bridge chain ending at a year,
 # two bands of a comparison
 ENTITIES = [(1, "Ann", "person"), (2, "Rome", "city"), (3, "Italy", "country"), (4, "Zed", None),
@@ -93,7 +95,7 @@ def _bars(fig, xaxis: str = "x") -> dict[str, list[float]]:
 
 def test_answer_types_figure_stacks_each_groups_shares(db):
     con = figures.open_store(db)
-    fig = figures.answer_types(con, ref=reference.load())
+    fig = figures.answer_types(con, ref=reference.load(NO_COUNTS))
     con.close()
     # 'new' pooled over its rounds: generated city 2, person 2 (4 slots); seed year 3, literal 1 (4 slots)
     assert [a.text for a in fig.layout.annotations] == ["this run: new"]  # the reference has no counts: no panel
@@ -106,13 +108,15 @@ def test_answer_types_figure_stacks_each_groups_shares(db):
 
 def test_answer_types_figure_of_a_run_without_counts_or_no_store_says_so(db):
     con = figures.open_store(db)
-    for fig in (figures.answer_types(con, run="old"), figures.answer_types(None, ref=reference.load())):
+    for fig in (figures.answer_types(con, run="old"), figures.answer_types(None, ref=reference.load(NO_COUNTS))):
         assert [a.text for a in fig.layout.annotations] == ["no answer types recorded"] and not fig.data
     con.close()
 
 
 def test_answer_types_figure_draws_a_reference_that_has_the_counts(db):
-    ref = reference.load()
+    fig = figures.answer_types(None, ref=reference.load())  # the default file's runs recorded them
+    assert [a.text for a in fig.layout.annotations] == ["reference CoEvoKG, 6 seeds pooled"] and fig.data
+    ref = reference.load(NO_COUNTS)
     rows = ref.metrics.copy()
     rows["answer_types_generated"] = [{"city": 1}] * len(rows)
     rows["answer_types_seed"] = [{"year": 1, "city": 1}] * len(rows)
@@ -120,7 +124,7 @@ def test_answer_types_figure_draws_a_reference_that_has_the_counts(db):
                                                                ref.evaluations, rows))
     assert [a.text for a in fig.layout.annotations] == ["reference CoEvoKG, 4 seeds pooled"]
     assert _bars(fig) == {"city": [1.0, 0.5], "year": [0.0, 0.5]}
-    assert "data/reference/tiny_table2_20rounds.json" in fig.layout.title.subtitle.text
+    assert f"data/reference/{NO_COUNTS}" in fig.layout.title.subtitle.text
 
 
 def test_a_group_without_slots_is_drawn_empty_and_named():

@@ -125,9 +125,9 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     paper_md = (out / "table2_buildup_paper.md").read_text()
     assert "this run" not in paper_md.splitlines()[0] and "the paper's numbers" in paper_md.splitlines()[0]
     ref_md = (out / "table2_buildup_reference.md").read_text()
-    assert ref_md.startswith("table2_buildup — reference (tiny, 4 seeds, 20 rounds), mean over seeds")
-    assert "commit 996b777" in ref_md.splitlines()[0]
-    assert pd.read_csv(out / "table2_buildup_reference.csv").avg.round(2).tolist() == [58.1, 60.0, 59.6, 59.25]
+    assert ref_md.startswith("table2_buildup — reference (tiny, 6 seeds, 28 rounds), mean over seeds")
+    assert "commit dba835d" in ref_md.splitlines()[0]
+    assert pd.read_csv(out / "table2_buildup_reference.csv").avg.round(2).tolist() == [58.13, 59.1, 59.13, 59.57]
 
 
 def test_save_fig_writes_png_when_a_browser_exists_else_says_how(tmp_path, monkeypatch, capsys):
@@ -279,8 +279,8 @@ def test_figure3_draws_the_reference_mean_and_band_beside_the_runs(db, ref):
     fig = figures.figure3(con, ref)
     con.close()
     names = {t.name for t in fig.data if t.showlegend is not False}
-    coevokg = "reference (tiny, 4 seeds, 20 rounds): CoEvoKG"
-    assert {coevokg, "reference (tiny, 4 seeds, 20 rounds): Search-R1", "reference (tiny, 4 seeds, 20 rounds): SSP",
+    coevokg = "reference (tiny, 6 seeds, 28 rounds): CoEvoKG"
+    assert {coevokg, "reference (tiny, 6 seeds, 28 rounds): Search-R1", "reference (tiny, 6 seeds, 28 rounds): SSP",
             "this run: r_coevo (coevokg)", "this run: r_ssp (ssp)"} <= names
     for key in ("val_em", "chains_added", "seed_fallback_rate", "kl", "entropy"):  # CoEvoKG in every panel
         band = ref.band(key)
@@ -295,7 +295,7 @@ def test_figure3_draws_the_reference_mean_and_band_beside_the_runs(db, ref):
     titles = [a.text for a in fig.layout.annotations if a.text.startswith(("a ·", "b ·", "c ·"))]
     assert "a · validation accuracy (run, reference)" in titles and max(map(len, titles)) <= 40
     assert ref.describe() in fig.layout.title.subtitle.text
-    assert fig.layout.xaxis2.dtick == 3  # rounds 0-19 of the reference, not the store's 0-2
+    assert fig.layout.xaxis2.dtick == 4  # rounds 0-27 of the reference, not the store's 0-2
 
 
 def test_figure3_of_the_reference_alone_says_there_are_no_runs(ref):
@@ -318,7 +318,7 @@ def test_figure4_reference_bars_are_the_mean_over_seeds_of_each_runs_mean(db, re
     con = figures.open_store(db)
     fig = figures.figure4(con, ref)
     con.close()
-    bars = [t for t in fig.data if t.name == "reference (tiny, 4 seeds, 20 rounds): CoEvoKG"]
+    bars = [t for t in fig.data if t.name == "reference (tiny, 6 seeds, 28 rounds): CoEvoKG"]
     assert len(bars) == 2 and [t.showlegend for t in bars] == [True, False]
     per_seed = ref.of("coevokg").groupby("run")[["avg_hops_generated", "avg_hops_seed", "p_s_generated", "p_s_seed"]].mean()
     assert list(bars[0].y) == pytest.approx(per_seed[["avg_hops_generated", "avg_hops_seed"]].mean().tolist())
@@ -327,7 +327,7 @@ def test_figure4_reference_bars_are_the_mean_over_seeds_of_each_runs_mean(db, re
                                                         - per_seed[["p_s_generated", "p_s_seed"]].mean()).tolist())
     assert bars[0].y[0] > bars[0].y[1] and bars[1].y[0] < bars[1].y[1]  # more hops, harder (LOG.md, session 5)
     order = [t.name for t in fig.data if t.showlegend]
-    assert order == ["paper (Qwen2.5-7B-Instruct)", "reference (tiny, 4 seeds, 20 rounds): CoEvoKG",
+    assert order == ["paper (Qwen2.5-7B-Instruct)", "reference (tiny, 6 seeds, 28 rounds): CoEvoKG",
                      "this run: r_ssp (ssp)", "this run: r_coevo (coevokg)"]
 
 
@@ -340,11 +340,11 @@ def test_table1_reference_rows_are_the_files_test_em_over_seeds(db, ref):
     assert rows.index.tolist() == ["Base", "Search-R1", "SSP", "CoEvoKG"]
     assert rows.loc["CoEvoKG", ["Avg.", "95% low", "95% high"]].tolist() == pytest.approx(
         seeds.loc["coevokg", ["mean", "low", "high"]].tolist())
-    assert rows.loc["Search-R1", "gain (Avg.)"] == pytest.approx(60.6 - 57.8)
+    assert rows.loc["Search-R1", "gain (Avg.)"] == pytest.approx(np.mean([60.2, 59.6, 60.8, 60.2, 61.0, 60.2]) - 57.8)
     assert rows.loc["Base", "Avg."] == 57.8 and pd.isna(rows.loc["Base", "seeds"])
-    title = "reference (tiny, 4 seeds, 20 rounds): test macro EM, mean over seeds, 95% t interval"
+    title = "reference (tiny, 6 seeds, 28 rounds): test macro EM, mean over seeds, 95% t interval"
     cells = _cells(fig, title)
-    assert cells["Avg."] == ["57.80", "60.60", "58.10", "59.25"] and cells["seeds"] == ["", "4", "4", "4"]
+    assert cells["Avg."] == ["57.80", "60.33", "58.13", "59.57"] and cells["seeds"] == ["", "6", "6", "6"]
     assert _cells(fig, "paper")["Avg."][3] == "42.1"  # the paper's and this run's tables keep one decimal
     assert not tables["this run"].empty
 
@@ -361,27 +361,27 @@ def test_table2_reference_rows_compare_each_row_with_the_previous_over_seeds(ref
         assert rows.loc[label, "delta"] == pytest.approx(np.mean(scores[cur]) - np.mean(scores[prev]))
         assert rows.loc[label, "p"] == pytest.approx(stats.ttest_ind(scores[cur], scores[prev], equal_var=False).pvalue)
     assert pd.isna(rows.iloc[0].delta) and pd.isna(rows.iloc[0].p)
-    cells = _cells(fig, "reference (tiny, 4 seeds, 20 rounds): mean test EM over seeds, 95% t interval; "
+    cells = _cells(fig, "reference (tiny, 6 seeds, 28 rounds): mean test EM over seeds, 95% t interval; "
                         "Δ and Welch p vs previous row")
-    assert cells["avg"] == ["58.10", "60.00", "59.60", "59.25"] and cells["delta"][1:] == ["+1.90", "-0.40", "-0.35"]
+    assert cells["avg"] == ["58.13", "59.10", "59.13", "59.57"] and cells["delta"][1:] == ["+0.97", "+0.03", "+0.43"]
     assert tables["this run"].empty  # no store: the paper and the reference
 
 
 def test_gate_verdicts_are_shares_of_the_candidates_by_reason(ref):
     shares = figures.gate_verdicts(ref.of("coevokg"))
-    assert shares.sum(axis=1).tolist() == pytest.approx([1.0] * 20)
+    assert shares.sum(axis=1).tolist() == pytest.approx([1.0] * 28)
     first = [rows.iloc[0] for _, rows in ref.of("coevokg").sort_values("round").groupby("run")]
     leak = np.mean([r.rejections.get("leak", 0) * (1 - r.passed_rate) / sum(r.rejections.values()) for r in first])
     assert shares.loc[0, "leak"] == pytest.approx(leak)
     assert shares.loc[0, "admitted"] == pytest.approx(np.mean([r.admitted_rate for r in first]))
-    assert figures.gate_verdicts(ref.of("search_r1")).sum(axis=1).tolist() == [0.0] * 20  # no proposer, no verdicts
+    assert figures.gate_verdicts(ref.of("search_r1")).sum(axis=1).tolist() == [0.0] * 28  # no proposer, no verdicts
 
 
 def test_gate_rejections_shows_a_run_beside_the_reference_in_one_colour_per_verdict(db, ref):
     con = figures.open_store(db)
     fig = figures.gate_rejections(con, "r_coevo", ref)
     con.close()
-    assert [a.text for a in fig.layout.annotations][:2] == ["this run: r_coevo", "reference CoEvoKG, mean of 4 seeds"]
+    assert [a.text for a in fig.layout.annotations][:2] == ["this run: r_coevo", "reference CoEvoKG, mean of 6 seeds"]
     legend = [t.name for t in fig.data if t.showlegend]
     assert legend[:2] == ["admitted", "passed, beyond top-k"] and {"leak", "weak", "extraction failed"} <= set(legend)
     assert len(legend) == len(set(legend))  # each verdict once, whichever panel has it first

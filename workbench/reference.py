@@ -5,15 +5,15 @@ A reference file is one JSON object: ``provenance`` (what, command, commit, mach
 test macro EM), ``evaluations`` (one object per run: ``test_macro_em``, the paired ``gain`` over the
 base with its bootstrap interval, the sign test) and ``metrics`` (per run, every round's
 ``run_metrics`` row, timings left out). Runs are named ``<method>_s<seed>``; the file name begins
-with the preset the runs used (``tiny_table2_20rounds.json``). Like ``data/paper/``, the folder is
+with the preset the runs used (``tiny_table2_28rounds.json``). Like ``data/paper/``, the folder is
 part of the checkout, not of ``WORKBENCH_DATA``.
 
 Example:
     >>> ref = load()
     >>> ref.label
-    'reference (tiny, 4 seeds, 20 rounds)'
+    'reference (tiny, 6 seeds, 28 rounds)'
     >>> ref.test_em(reference="coevokg").loc[["coevokg", "search_r1"], "mean"].round(2).tolist()
-    [59.25, 60.6]
+    [59.57, 60.33]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pandas as pd
 from workbench import paths
 from workbench.evaluate import across_seeds
 
-DEFAULT = "tiny_table2_20rounds.json"  # the five Table 2 rows x seeds 2-5, 20 rounds, one H200
+DEFAULT = "tiny_table2_28rounds.json"  # the five Table 2 rows x seeds 0-5, 28 rounds, one H200
 # How the figures name a run's method (the store's ``runs.method``).
 NAMES = {"base": "Base", "search_r1": "Search-R1", "ssp": "SSP", "c1": "C1", "c2": "C2", "coevokg": "CoEvoKG"}
 
@@ -70,7 +70,7 @@ class Reference:
     Example:
         >>> ref = load()
         >>> ref.methods, ref.seeds, ref.rounds
-        (['coevokg', 'search_r1', 'ssp', 'c1', 'c2'], [2, 3, 4, 5], 20)
+        (['coevokg', 'search_r1', 'ssp', 'c1', 'c2'], [0, 1, 2, 3, 4, 5], 28)
     """
 
     name: str
@@ -109,8 +109,8 @@ class Reference:
 
         Example:
             >>> load().describe().split(" · ")  # doctest: +NORMALIZE_WHITESPACE
-            ['reference: data/reference/tiny_table2_20rounds.json', '5 methods x seeds 2-5', 'one NVIDIA H200',
-             'commit 996b777', '2026-12-01']
+            ['reference: data/reference/tiny_table2_28rounds.json', '5 methods x seeds 0-5', 'one NVIDIA H200',
+             'commit dba835d', '2026-12-02']
         """
         seeds = self.seeds
         consecutive = seeds == list(range(seeds[0], seeds[-1] + 1))
@@ -142,7 +142,7 @@ class Reference:
 
         Example:
             >>> round(float(load().test_em().loc["ssp", "mean"]), 2)
-            58.1
+            58.13
             >>> round(float(load("tiny_eog_20rounds.json").test_em(metric="test_macro_set_f1").loc["eog", "mean"]), 3)
             11.525
         """
@@ -154,7 +154,7 @@ class Reference:
 
         Example:
             >>> load().band("val_em").iloc[0][["mean", "low", "high"]].round(2).tolist()
-            [0.53, 0.53, 0.54]
+            [0.53, 0.53, 0.53]
         """
         m = self.of(method)
         if key not in m:
@@ -172,7 +172,7 @@ class Reference:
         Example:
             >>> run = pd.DataFrame({"round": [0, 1], "val_em": [0.5, 0.55]})
             >>> load().beside(run, keys=["val_em"]).loc[1].astype(str).tolist()
-            ['0.55', '0.532', '0.525-0.540']
+            ['0.55', '0.533', '0.530-0.535']
         """
         rounds = pd.Index(metrics["round"].to_numpy(), name="round")
         columns = {}
@@ -219,7 +219,7 @@ def load(name: str = DEFAULT) -> Reference:
     Example:
         >>> ref = load()
         >>> ref.evaluations.set_index("run").loc["coevokg_s2", "test_macro_em"]
-        np.float64(60.0)
+        np.float64(58.8)
     """
     path = reference_dir() / name
     if not path.exists():
