@@ -175,7 +175,10 @@ class MethodConfig:
     mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
     mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
     mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
-    verifier_vocabulary: str = "forms_types"  # ours: the structural verifier's word matching, exact | forms (word forms) | forms_types (+ the chain nodes' entity types; gate.StructuralVerifier; the open and LLM verifiers match no words); the default since 2026-12-02 (issue 15's admission target), 'exact' before
+    # ours: the structural verifier's word matching (gate.StructuralVerifier; the open and LLM verifiers
+    # match no words): exact | forms (word forms) | forms_types (+ the chain nodes' entity types); the
+    # default since 2026-12-02 (issue 15's admission target), 'exact' before (CHANGED_DEFAULTS)
+    verifier_vocabulary: str = "forms_types"
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,9 @@ def _one_of(*names):
 
 
 GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
+# Defaults changed after runs were made with the old ones: "section.field" -> (old default, date of
+# the change). Resuming such a run takes the old value again (``train._same_settings`` names the --set).
+CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02")}
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 VERIFIER_VOCABULARIES = ("exact", "forms", "forms_types")  # gate.StructuralVerifier's word matching
 POOL_SAMPLING = ("evidence", "uniform")

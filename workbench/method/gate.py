@@ -242,8 +242,9 @@ class StructuralVerifier:
 
     ``vocabulary`` (``method.verifier_vocabulary``, ours): 'exact' matches words as written (this
     class's default; the config's is 'forms_types'); 'forms' also counts another form of a word
-    (:func:`same_word`: 'director' touches `directed by`); 'forms_types' also counts the chain nodes' entity types (``types``: entity_id ->
-    type, e.g. 'city', 'university') as faithful words, since a question names what it asks for.
+    (:func:`same_word`: 'director' touches `directed by`); 'forms_types' also counts the chain nodes'
+    entity types (``types``: entity_id -> type, e.g. 'city', 'university') as faithful words, since a
+    question names what it asks for.
 
     Example:
         >>> from workbench.method.memory import ChainView

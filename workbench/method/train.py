@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from workbench import paths, store
-from workbench.config import Config, preset as get_preset
+from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.kg import topology_qa
 from workbench.method import distributed
 from workbench.method.eog_warmstart import topology_demos
@@ -448,7 +448,12 @@ def _same_settings(runs: RunStore, method: str, cfg: Config) -> Config:
     if stored_method != method or stored != mine:
         changed = [f"{s}.{k}: {stored.get(s, {}).get(k)!r} -> {v!r}" for s, fields in mine.items() if isinstance(fields, dict)
                    for k, v in fields.items() if stored.get(s, {}).get(k) != v]
+        old = []  # a run made before a default changed: name the --set that gives it its value back
+        for key, (was, date) in CHANGED_DEFAULTS.items():
+            section, field = key.split(".")
+            if stored[section].get(field) == was != mine[section][field]:
+                old.append(f"--set {key}={was} (its default before {date})")
         raise ValueError(f"--resume: run {runs.run!r} was started with other settings (method {stored_method!r}"
                          f"{'; ' + ', '.join(changed) if changed else ''}); resume with the same --method, --preset, "
-                         "--seed and --set values, or use a new --run")
+                         f"--seed and --set values{' (here ' + ', '.join(old) + ')' if old else ''}, or use a new --run")
     return dataclasses.replace(cfg, method=dataclasses.replace(cfg.method, anneal_steps=horizon))
