@@ -6,7 +6,8 @@
 # usage: scripts/rl_compare.sh PRESET STEPS LIMIT TRAIN_TIMEOUT "name:method:section.field=v,..." ...
 #   e.g. scripts/rl_compare.sh tiny 28 100 6000 "c:coevokg:" "s:search_r1:" "c1:coevokg:method.seed=1"
 # LIMIT is test questions per family; a run still training after TRAIN_TIMEOUT seconds is stopped
-# and its best checkpoint so far evaluated. Prints each run against the base (paired gain and sign
+# and its best checkpoint so far evaluated; a run whose training fails otherwise (refused settings,
+# an error) is not evaluated and the summary says so. Prints each run against the base (paired gain and sign
 # test) and, for configurations run with several seeds (runs that differ only in method.seed),
 # their mean with a t interval and Welch tests against CoEvoKG.
 # Environment: SCRATCH (default $TMPDIR/rl_compare; its data, runs, logs, base, base_kg and base_topology
@@ -144,9 +145,15 @@ for spec in "$@"; do
   args=(); for s in ${sets//,/ }; do args+=(--set "$s"); done
   if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[$((i++ % ${#gpus[@]}))]}; fi
   if [ -n "${RESUME:-}" ]; then echo "== resumed up to $steps rounds" >> "$L/train_$name.log"; fi
-  ( timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${resume[@]}" "${from[@]}" "${eng_train[@]}" "${args[@]}" >> "$L/train_$name.log" 2>&1 || echo "train exit $?" >> "$L/train_$name.log"
+  ( rm -f "$L/failed_$name"; rc=0
+    timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${resume[@]}" "${from[@]}" "${eng_train[@]}" "${args[@]}" >> "$L/train_$name.log" 2>&1 || rc=$?
+    if [ $rc -ne 0 ]; then echo "train exit $rc" >> "$L/train_$name.log"; fi
     $wb runs show "$name" --db "$S/data/$name.duckdb" --json > "$L/metrics_$name.json" 2>&1 || true
-    $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true ) &
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then  # finished, or stopped at TRAIN_TIMEOUT: its best checkpoint so far
+      $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true
+    else  # refused or broken (a RESUME call's store still holds the earlier evaluation): reported, not evaluated
+      echo "$rc" > "$L/failed_$name"; echo "not evaluated: train exit $rc (logs/train_$name.log)" > "$L/eval_$name.txt"
+    fi ) &
 done
 wait
 cp "$L"/eval_base*.txt "$OUT"/  # kept in SCRATCH too: a RESUME call's OUT gets the first call's

@@ -111,6 +111,10 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
     f1_by_config: dict[str, list[float]] = {}
     searches_by_config: dict[str, list[tuple[float, float]]] = {}
     for name, spec in zip(names, specs):
+        failed = scratch / "logs" / f"failed_{name}"  # rl_compare.sh's mark: its training failed, not evaluated
+        if failed.exists():  # (a RESUME call's store still holds the earlier evaluation: not this call's result)
+            print(f"{name}: no evaluation (train exit {failed.read_text().strip()}; logs/train_{name}.log)")
+            continue
         try:
             run = stored_outcomes(scratch / "data" / f"{name}.duckdb")
         except Exception as e:  # a run that failed still lets the others be reported

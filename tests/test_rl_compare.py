@@ -26,7 +26,7 @@ def test_rl_compare_reports_each_run_and_the_seed_table(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES")}
     env.update(SCRATCH=str(tmp_path), OUT=str(tmp_path / "out"), PY=sys.executable)
     done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "2", "600",
-                           "a:coevokg:", "b:coevokg:method.seed=1", "s:search_r1:"],
+                           "a:coevokg:", "b:coevokg:method.seed=1", "s:search_r1:", "x:coevokg:method.lr=fast"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = (tmp_path / "out" / "summary.txt").read_text()
@@ -37,8 +37,12 @@ def test_rl_compare_reports_each_run_and_the_seed_table(tmp_path):
     assert "against coevokg" in seeds[0]
     assert [line.split()[:2] for line in seeds[2:]] == [["coevokg", "2"], ["search_r1", "1"]]  # a, b: seeds
     assert "macro F1 over seeds" in summary and "searches per test question" in summary
+    # a run whose training fails (here a setting train refuses) is reported, not evaluated
+    assert re.search(r"^x: no evaluation \(train exit [1-9][0-9]*; logs/train_x.log\)$", summary, re.M)
+    assert (tmp_path / "logs" / "eval_x.txt").read_text().startswith("not evaluated: train exit")
+    assert "method.lr" in (tmp_path / "logs" / "train_x.log").read_text()
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert sorted(metrics) == ["a", "b", "s"] and all(len(rows) == 1 for rows in metrics.values())
+    assert sorted(metrics) == ["a", "b", "s", "x"] and all(len(metrics[r]) == 1 for r in "abs")
     assert (tmp_path / "out" / "eval_base.txt").read_text().startswith("tiny-smoke/base/tinyworld/test#0")
 
 
