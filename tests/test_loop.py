@@ -98,13 +98,13 @@ def test_resume_refuses_other_settings(db):
 def test_resume_of_a_run_made_before_a_default_changed_names_the_set_that_continues_it(db):
     """method.verifier_vocabulary's default became 'forms_types' (config.CHANGED_DEFAULTS): a run
     stored with the old 'exact' is refused with the --set that resumes it, which then does."""
-    train(db, run="older-vocabulary", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
-          overrides={"method.verifier_vocabulary": "exact"})  # what a run made before the change stored
-    with pytest.raises(ValueError, match=r"method.verifier_vocabulary: 'exact' -> 'forms_types'.*"
-                                         r"\(here --set method.verifier_vocabulary=exact \(its default before 2026-12-02\)\)"):
-        train(db, run="older-vocabulary", method="coevokg", preset="smoke", steps=2, resume=True, progress=False, log=None)
-    rows = train(db, run="older-vocabulary", method="coevokg", preset="smoke", steps=2, resume=True, progress=False, log=None,
-                 overrides={"method.verifier_vocabulary": "exact"})
+    older = dict(run="older-vocabulary", method="coevokg", preset="smoke", progress=False, log=None)
+    exact = {"method.verifier_vocabulary": "exact"}  # what a run made before the change stored
+    train(db, steps=1, overrides=exact, **older)
+    with pytest.raises(ValueError, match=r"method.verifier_vocabulary: 'exact' -> 'forms_types'.*\(here --set "
+                                         r"method.verifier_vocabulary=exact \(its default before 2026-12-02\)\)"):
+        train(db, steps=2, resume=True, **older)
+    rows = train(db, steps=2, resume=True, overrides=exact, **older)
     assert [r["round"] for r in rows] == [0, 1]
 
 
