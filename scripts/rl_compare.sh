@@ -7,9 +7,9 @@
 #   e.g. scripts/rl_compare.sh tiny 28 100 6000 "c:coevokg:" "s:search_r1:" "c1:coevokg:method.seed=1"
 # LIMIT is test questions per family; a run still training after TRAIN_TIMEOUT seconds is stopped
 # and its best checkpoint so far evaluated; a run whose training fails otherwise (refused settings,
-# an error) is not evaluated and the summary says so. Prints each run against the base (paired gain and sign
-# test) and, for configurations run with several seeds (runs that differ only in method.seed),
-# their mean with a t interval and Welch tests against CoEvoKG.
+# an error) is not evaluated and the summary says so. Prints each run against the base (paired gain
+# and sign test) and, for configurations run with several seeds (runs that differ only in
+# method.seed), their mean with a t interval and Welch tests against CoEvoKG.
 # Environment: SCRATCH (default $TMPDIR/rl_compare; its data, runs, logs, base, base_kg and base_topology
 # are replaced)
 # holds the work; OUT (default SCRATCH/out) receives eval_base.txt, summary.txt and metrics.json
