@@ -106,6 +106,18 @@ def test_resume_of_a_run_made_before_a_default_changed_names_the_set_that_contin
         train(db, steps=2, resume=True, **older)
     rows = train(db, steps=2, resume=True, overrides=exact, **older)
     assert [r["round"] for r in rows] == [0, 1]
+    # a run stored before the field existed ran with the default of then, not today's
+    oldest = {**older, "run": "before-vocabulary"}
+    train(db, steps=1, overrides=exact, **oldest)
+    con = store.connect(db)
+    (config,) = con.execute("SELECT config FROM runs WHERE run = 'before-vocabulary'").fetchone()
+    stored = json.loads(config)
+    del stored["method"]["verifier_vocabulary"]
+    con.execute("UPDATE runs SET config = ? WHERE run = 'before-vocabulary'", [json.dumps(stored)])
+    con.close()
+    with pytest.raises(ValueError, match=r"'exact' -> 'forms_types'.*--set method.verifier_vocabulary=exact"):
+        train(db, steps=2, resume=True, **oldest)
+    assert [r["round"] for r in train(db, steps=2, resume=True, overrides=exact, **oldest)] == [0, 1]
 
 
 def test_minibatches_take_that_many_optimiser_steps_per_round(db, caplog):

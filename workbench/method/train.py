@@ -438,9 +438,11 @@ def _same_settings(runs: RunStore, method: str, cfg: Config) -> Config:
         return cfg
     stored_method, stored = found
     mine = cfg.to_dict()
+    changed_defaults = {tuple(key.split(".")): old for key, old in CHANGED_DEFAULTS.items()}  # -> (value, date)
     for section, fields in Config().to_dict().items():  # a field added since the run began has its default
-        if isinstance(fields, dict) and isinstance(stored.get(section), dict):
-            stored[section] = {**fields, **stored[section]}
+        if isinstance(fields, dict) and isinstance(stored.get(section), dict):  # of then, if it changed since
+            then = {f: was for (s, f), (was, _) in changed_defaults.items() if s == section}
+            stored[section] = {**fields, **then, **stored[section]}
     horizon = stored["method"].get("anneal_steps") or stored["method"]["steps"]
     for d in (stored, mine):
         d["method"].pop("steps", None)
@@ -448,11 +450,9 @@ def _same_settings(runs: RunStore, method: str, cfg: Config) -> Config:
     if stored_method != method or stored != mine:
         changed = [f"{s}.{k}: {stored.get(s, {}).get(k)!r} -> {v!r}" for s, fields in mine.items() if isinstance(fields, dict)
                    for k, v in fields.items() if stored.get(s, {}).get(k) != v]
-        old = []  # a run made before a default changed: name the --set that gives it its value back
-        for key, (was, date) in CHANGED_DEFAULTS.items():
-            section, field = key.split(".")
-            if stored[section].get(field) == was != mine[section][field]:
-                old.append(f"--set {key}={was} (its default before {date})")
+        old = [f"--set {section}.{field}={was} (its default before {date})"  # the --set that gives it back
+               for (section, field), (was, date) in changed_defaults.items()
+               if stored[section].get(field) == was != mine[section][field]]
         raise ValueError(f"--resume: run {runs.run!r} was started with other settings (method {stored_method!r}"
                          f"{'; ' + ', '.join(changed) if changed else ''}); resume with the same --method, --preset, "
                          f"--seed and --set values{' (here ' + ', '.join(old) + ')' if old else ''}, or use a new --run")
