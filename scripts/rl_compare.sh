@@ -7,9 +7,10 @@
 #   e.g. scripts/rl_compare.sh tiny 28 100 6000 "c:coevokg:" "s:search_r1:" "c1:coevokg:method.seed=1"
 # LIMIT is test questions per family; a run still training after TRAIN_TIMEOUT seconds is stopped
 # and its best checkpoint so far evaluated; a run whose training fails otherwise (refused settings,
-# an error) is not evaluated and the summary says so. Prints each run against the base (paired gain
-# and sign test) and, for configurations run with several seeds (runs that differ only in
-# method.seed), their mean with a t interval and Welch tests against CoEvoKG.
+# an error) or whose evaluation fails is reported as such in the summary. Prints each run against
+# the base (paired gain and sign test) and, for configurations run with several seeds (runs that
+# differ only in method.seed; a setting every spec has is left out of the names), their mean with a
+# t interval and Welch tests against CoEvoKG.
 # Environment: SCRATCH (default $TMPDIR/rl_compare; its data, runs, logs, base, base_kg and base_topology
 # are replaced)
 # holds the work; OUT (default SCRATCH/out) receives eval_base.txt, summary.txt and metrics.json
@@ -39,7 +40,9 @@
 # larger, and STORE and WARMSTARTS are left unset (the earlier call's copies are used). Nothing is
 # rebuilt or replaced: each run resumes from its last checkpoint (`workbench train --resume`, its
 # log appended to) and is evaluated again; the bases' evaluations are the earlier call's (made now
-# where that call did not finish one).
+# where that call did not finish one). Runs begun before a default changed (config.CHANGED_DEFAULTS)
+# are refused by `train --resume` (the specs cannot change here): finish them with the commit that
+# began them.
 # Runs longer than one call's time limit train over several calls this way (e.g. 56 rounds of 12
 # runs on one GPU: back-to-back calls of one device lease, whose /tmp survives between them).
 set -eo pipefail
@@ -149,10 +152,13 @@ for spec in "$@"; do
     timeout "$tmo" $wb train --preset "$preset" --method "$method" --steps "$steps" --db "$S/data/$name.duckdb" --run "$name" "${resume[@]}" "${from[@]}" "${eng_train[@]}" "${args[@]}" >> "$L/train_$name.log" 2>&1 || rc=$?
     if [ $rc -ne 0 ]; then echo "train exit $rc" >> "$L/train_$name.log"; fi
     $wb runs show "$name" --db "$S/data/$name.duckdb" --json > "$L/metrics_$name.json" 2>&1 || true
+    # A run whose training failed (refused, broken) or whose evaluation failed is marked, and the summary
+    # reports it instead of its store's evaluation (a RESUME call's store still holds the earlier call's)
     if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then  # finished, or stopped at TRAIN_TIMEOUT: its best checkpoint so far
-      $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_$name.txt" || true
-    else  # refused or broken (a RESUME call's store still holds the earlier evaluation): reported, not evaluated
-      echo "$rc" > "$L/failed_$name"; echo "not evaluated: train exit $rc (logs/train_$name.log)" > "$L/eval_$name.txt"
+      ( $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 || echo "eval exit $?" ) | grep -v Loading > "$L/eval_$name.txt" || true
+      if grep -q "^eval exit" "$L/eval_$name.txt"; then echo "$(grep "^eval exit" "$L/eval_$name.txt"); logs/eval_$name.txt" > "$L/failed_$name"; fi
+    else
+      echo "train exit $rc; logs/train_$name.log" > "$L/failed_$name"; echo "not evaluated: train exit $rc (logs/train_$name.log)" > "$L/eval_$name.txt"
     fi ) &
 done
 wait

@@ -48,14 +48,23 @@ def macro_em(frame) -> float:
     return 100 * float(frame.groupby("family").em.mean().mean())
 
 
-def configuration(spec: str) -> str:
-    """A run's configuration without its seed: runs that share one are seeds of it.
+def settings(spec: str) -> list[str]:
+    """A run spec's ``section.field=value`` settings but its seed.
 
-    ``"c1:coevokg:method.lr=1e-5,method.seed=1"`` -> ``"coevokg method.lr=1e-5"``.
+    ``"c1:coevokg:method.lr=1e-5,method.seed=1"`` -> ``["method.lr=1e-5"]``.
     """
-    _, method, *sets = spec.split(":", 2)
-    kept = [s for s in ",".join(sets).split(",") if s and not s.startswith("method.seed=")]
-    return " ".join([method, *sorted(kept)])
+    _, _, *sets = spec.split(":", 2)
+    return [s for s in ",".join(sets).split(",") if s and not s.startswith("method.seed=")]
+
+
+def configuration(spec: str, shared: set[str] = frozenset()) -> str:
+    """A run's configuration without its seed and the ``shared`` settings every run of the call
+    has: runs that share one are seeds of it.
+
+    ``"c1:coevokg:method.lr=1e-5,method.seed=1"`` -> ``"coevokg method.lr=1e-5"``;
+    with ``shared={"method.lr=1e-5"}`` -> ``"coevokg"`` (so ``REFERENCE=coevokg`` still names it).
+    """
+    return " ".join([spec.split(":", 2)[1], *sorted(set(settings(spec)) - shared)])
 
 
 def offered_kg_tool(spec: str) -> bool:
@@ -110,10 +119,13 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
     by_config_f1: dict[str, list[float]] = {}
     f1_by_config: dict[str, list[float]] = {}
     searches_by_config: dict[str, list[tuple[float, float]]] = {}
+    shared = set.intersection(*(set(settings(spec)) for spec in specs))
+    if shared:
+        print(f"settings every run shares (left out of the configurations' names): {' '.join(sorted(shared))}")
     for name, spec in zip(names, specs):
-        failed = scratch / "logs" / f"failed_{name}"  # rl_compare.sh's mark: its training failed, not evaluated
+        failed = scratch / "logs" / f"failed_{name}"  # rl_compare.sh's mark: its training or evaluation failed
         if failed.exists():  # (a RESUME call's store still holds the earlier evaluation: not this call's result)
-            print(f"{name}: no evaluation (train exit {failed.read_text().strip()}; logs/train_{name}.log)")
+            print(f"{name}: no evaluation ({failed.read_text().strip()})")
             continue
         try:
             run = stored_outcomes(scratch / "data" / f"{name}.duckdb")
@@ -126,16 +138,16 @@ def main(scratch: Path, out: Path, specs: list[str]) -> None:
             print(f"{name} (B) vs topology base (A): {compare_outcomes(base_topology, run)}")
         else:
             print(f"{name} (B) vs base (A): {compare_outcomes(base, run)}")
-        by_config.setdefault(configuration(spec), []).append(macro_em(run))
+        by_config.setdefault(configuration(spec, shared), []).append(macro_em(run))
         f1 = stored_set_f1(scratch / "data" / f"{name}.duckdb")
         if f1 is not None:  # EoG's answer-set questions: EM is Hit@1; set F1 beside it
             print(f"{name}: macro set F1 {f1:.1f}")
-            by_config_f1.setdefault(configuration(spec), []).append(f1)
+            by_config_f1.setdefault(configuration(spec, shared), []).append(f1)
         token_f1 = macro_f1(run)
-        f1_by_config.setdefault(configuration(spec), []).append(token_f1)
+        f1_by_config.setdefault(configuration(spec, shared), []).append(token_f1)
         print(f"{name}: macro F1 {token_f1:.2f}")  # reference_file.py records it per run
         if searches(scratch, name) is not None:
-            searches_by_config.setdefault(configuration(spec), []).append(searches(scratch, name))
+            searches_by_config.setdefault(configuration(spec, shared), []).append(searches(scratch, name))
     if any(len(v) > 1 for v in by_config.values()):
         # REFERENCE (environment) names the configuration to test against, e.g. drfree for Table 3's rows
         reference = os.environ.get("REFERENCE") or ("coevokg" if "coevokg" in by_config else next(

@@ -97,6 +97,22 @@ def test_rl_compare_pairs_dynasearcher_runs_with_the_kg_base(tmp_path):
     assert "KG base" in summary[summary.index("macro EM over seeds"):].splitlines()[0]
 
 
+def test_configurations_leave_out_the_seed_and_what_every_run_shares():
+    """A setting on every spec (e.g. README's method.verifier_vocabulary=exact for the older
+    reference files) stays out of the configurations' names, so REFERENCE=drfree still names one."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from rl_summary import configuration, settings
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    specs = ["d0:drfree:method.verifier_vocabulary=exact,method.seed=0",
+             "w0:drfree:method.verifier_vocabulary=exact,method.proposer_reward=dr_free_wo_one_shot,method.seed=0"]
+    shared = set.intersection(*(set(settings(s)) for s in specs))
+    assert [configuration(s, shared) for s in specs] == ["drfree", "drfree method.proposer_reward=dr_free_wo_one_shot"]
+    assert configuration(specs[0]) == "drfree method.verifier_vocabulary=exact"
+    assert configuration("c1:coevokg:method.lr=1e-5,method.seed=1") == "coevokg method.lr=1e-5"
+
+
 def test_offered_kg_tool_follows_the_method_and_its_override():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
