@@ -72,9 +72,8 @@ def offered_kg_tool(spec: str) -> bool:
 
     ``"k:dynasearcher:method.seed=1"`` -> True; ``"c:coevokg:method.kg_tool=on"`` -> True.
     """
-    _, method, *sets = spec.split(":", 2)
-    settings = dict(s.split("=", 1) for s in ",".join(sets).split(",") if "=" in s)
-    return uses_kg_tool(method_spec(method), settings.get("method.kg_tool", ""))
+    chosen = dict(s.split("=", 1) for s in settings(spec) if "=" in s)
+    return uses_kg_tool(method_spec(spec.split(":", 2)[1]), chosen.get("method.kg_tool", ""))
 
 
 def from_topology_base(spec: str) -> bool:
