@@ -2,7 +2,7 @@
 summary.txt and metrics.json), one or several calls merged.
 
 usage: python scripts/reference_file.py OUT.json DIR ... --rename PREFIX=METHOD ... [--provenance KEY=VALUE ...]
-       [--audit FILE ...]
+       [--audit FILE ...] [--extend FILE.json]
   e.g. python scripts/reference_file.py data/reference/tiny_drfree_20rounds.json DIR1 DIR2 \
          --rename d=drfree co=coevokg sr=search_r1 --audit DIR1/audit.txt --provenance what=... commit=...
 
@@ -16,6 +16,9 @@ and ``test_macro_set_f1`` is recorded beside it, the bases' too), test macro tok
 by tool (``searches_doc``, ``searches_kg``, where the evaluation printed them),
 every round's metrics from metrics.json (timings left out);
 with --audit, the counts of `workbench audit shortcuts` tables (Table 5) of the same runs.
+With --extend, the runs of an earlier reference file come first (a file shipped from seeds 0-2,
+extended by a later session's seeds 3-5): the same base evaluations are required, a run in both is
+refused, and its provenance is kept where --provenance does not set a key.
 """
 
 import argparse
@@ -85,11 +88,17 @@ def main() -> None:
     ap.add_argument("--provenance", nargs="+", default=[], metavar="KEY=VALUE")
     ap.add_argument("--audit", nargs="+", default=[], type=Path, metavar="FILE",
                     help="output of workbench audit shortcuts for these runs (Table 5's counts)")
+    ap.add_argument("--extend", type=Path, metavar="FILE.json", help="an earlier reference file whose runs to keep")
     args = ap.parse_args()
     rename = dict(r.split("=", 1) for r in args.rename)
-    provenance = dict(p.split("=", 1) for p in args.provenance)
-    evals, metrics = {}, {}
+    earlier = json.loads(args.extend.read_text()) if args.extend else {}
+    evals, metrics = dict(earlier.get("evaluations", {})), dict(earlier.get("metrics", {}))
     bases = {(w, key): set() for w in ("", "_kg", "_topology") for key in ("test_macro_em", "test_macro_set_f1")}
+    provenance = dict(earlier.get("provenance", {}))
+    for (w, key), found in bases.items():  # the earlier file's bases must be this call's
+        if (value := provenance.pop(f"base{w}_{key}", None)) is not None:
+            found.add(value)
+    provenance.update(p.split("=", 1) for p in args.provenance)
     for d in args.dirs:
         for (w, key), found in bases.items():  # the default base, and the KG / topology warm starts where evaluated
             if w == "" or (d / f"eval_base{w}.txt").exists():
@@ -102,7 +111,7 @@ def main() -> None:
             if new is None:
                 continue
             if new in evals:
-                raise SystemExit(f"{d}: run {name} ({new}) is already in an earlier folder")
+                raise SystemExit(f"{d}: run {name} ({new}) is already in an earlier folder or --extend's file")
             evals[new] = e
             metrics[new] = [{k: v for k, v in row.items() if not k.startswith("time_")} for row in runs[name]]
     for (w, key), found in bases.items():
@@ -111,8 +120,9 @@ def main() -> None:
         if found:
             provenance[f"base{w}_{key}"] = found.pop()
     data = {"provenance": provenance, "evaluations": evals, "metrics": metrics}
-    if args.audit:
-        data["audit"] = [row for f in args.audit for row in audit_rows(f.read_text(), rename)]
+    audit = earlier.get("audit", []) + [row for f in args.audit for row in audit_rows(f.read_text(), rename)]
+    if audit:
+        data["audit"] = audit
     args.out.write_text(json.dumps(data, indent=1))
     print(f"{args.out}: {len(evals)} runs ({', '.join(sorted(evals))})")
 

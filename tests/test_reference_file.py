@@ -67,6 +67,20 @@ def test_runs_twice_or_bases_that_differ_are_refused(tmp_path):
     assert done.returncode != 0 and "base evaluations differ" in done.stderr
 
 
+def test_a_later_call_extends_a_shipped_file_with_more_seeds(tmp_path):
+    first, done = build(tmp_path, rl_compare_out(tmp_path / "a", {"co0": 60.0}))
+    assert done.returncode == 0, done.stderr
+    shipped = first.rename(tmp_path / "tiny_first.json")
+    out, done = build(tmp_path, rl_compare_out(tmp_path / "b", {"co1": 59.0}), "--extend", shipped)
+    assert done.returncode == 0, done.stderr
+    assert reference.load(str(out)).scores() == {"coevokg": [60.0, 59.0]}
+    assert json.loads(out.read_text())["provenance"]["base_test_macro_em"] == 57.8
+    _, done = build(tmp_path, rl_compare_out(tmp_path / "c", {"co0": 61.0}), "--extend", shipped)
+    assert done.returncode != 0 and "--extend's file" in done.stderr  # seed 0 twice
+    _, done = build(tmp_path, rl_compare_out(tmp_path / "d", {"co2": 61.0}, base=58.0), "--extend", shipped)
+    assert done.returncode != 0 and "base evaluations differ" in done.stderr
+
+
 def test_a_kg_base_evaluated_beside_the_base_is_recorded(tmp_path):
     a = rl_compare_out(tmp_path / "a", {"d0": 59.0})
     (a / "eval_base_kg.txt").write_text(EVAL.format(m="base_kg", em=58.0))
@@ -226,3 +240,12 @@ def test_a_method_name_ending_in_a_digit_keeps_it():
     rename = {"search_r1": "search_r1", "sr": "search_r1", "d": "drfree", "dyn": "dynasearcher"}
     assert [renamed(n, rename) for n in ("search_r10", "search_r13", "sr2", "d3", "dyn1", "other0", "d")] == [
         "search_r1_s0", "search_r1_s3", "search_r1_s2", "drfree_s3", "dynasearcher_s1", None, None]
+
+
+def test_the_shipped_56_round_runs_give_the_logs_numbers():
+    ref = reference.load("tiny_table2_56rounds.json")
+    assert ref.seeds == [0, 1, 2] and ref.base_test_em == 57.8 and len(ref.metrics) == 15 * 56
+    table = ref.test_em(reference="coevokg")
+    assert table["mean"].round(2).to_dict() == pytest.approx(
+        {"coevokg": 61.40, "search_r1": 61.80, "ssp": 58.13, "c1": 59.80, "c2": 61.00})
+    assert table.loc["ssp", "p"].round(3) == 0.014 and table.loc["search_r1", "p"].round(2) == 0.57

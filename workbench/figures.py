@@ -1056,9 +1056,9 @@ _SUFFIX = {"paper": "paper", "paper tier": "paper_tier", "this run": "run", "ref
 
 
 def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None,
-              with_reference: bool = True) -> list[Path]:
+              with_reference: bool = True, reference_file: str = reference.DEFAULT) -> list[Path]:
     """Build every paper table and figure and the gate's verdicts: the paper vs the runs in ``db``
-    vs the shipped reference runs (``reference.load()``); save them and return the paths.
+    vs the shipped reference runs (``reference.load(reference_file)``); save them and return the paths.
 
     ``db`` defaults to ``paths.default_db()``; ``paper_only`` shows the paper's numbers alone (no
     store, no reference); ``with_reference=False`` leaves the reference out.
@@ -1068,7 +1068,7 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     """
     db = db if db is not None else paths.default_db()
     con = None if paper_only else open_store(db)
-    ref = reference.load() if with_reference and not paper_only else None
+    ref = reference.load(reference_file) if with_reference and not paper_only else None
     if not paper_only:
         print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers"
               + (" and the reference runs" if ref else " alone"))

@@ -223,7 +223,9 @@ def load(name: str = DEFAULT) -> Reference:
     """
     path = reference_dir() / name
     if not path.exists():
-        raise FileNotFoundError(f"{path}: the shipped reference runs are missing from the checkout")
+        shipped = sorted(f.name for f in reference_dir().glob("*.json"))
+        raise FileNotFoundError(f"{path}: no such reference file; shipped: {', '.join(shipped) or 'none'}"
+                                + ("" if shipped else " (the shipped reference runs are missing from the checkout)"))
     data = json.loads(path.read_text())
     evaluations = pd.DataFrame([{"run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1], **e}
                                 for run, e in data["evaluations"].items()])

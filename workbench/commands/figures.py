@@ -14,11 +14,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db(parser)
     parser.add_argument("--paper-only", action="store_true", help="ignore the store: the paper's numbers alone")
     parser.add_argument("--out", default=None, help="output folder (default: figures/, env WORKBENCH_FIGURES)")
+    parser.add_argument("--reference", default=None, metavar="FILE",
+                        help="the reference runs shown beside the paper's and yours: a file in data/reference/ "
+                             "(default: workbench.reference.DEFAULT, the Table 2 rows at 28 rounds)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from workbench import figures
+    from workbench import figures, reference
 
-    figures.build_all(db=db_path(args), paper_only=args.paper_only, out_dir=args.out)
+    figures.build_all(db=db_path(args), paper_only=args.paper_only, out_dir=args.out,
+                      reference_file=args.reference or reference.DEFAULT)
     return 0
