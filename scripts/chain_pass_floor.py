@@ -12,18 +12,13 @@ writes one JSON line per chain: hops, relations, the nodes' types, each draw's v
 
     PYTHONPATH=$PWD python scripts/chain_pass_floor.py --store /tmp/floor.duckdb --rounds 5 --draws 8
 """
-import argparse
 import json
 from collections import Counter
 
 import numpy as np
+from chain_proposer_probe import probe_arguments, probe_trainer  # scripts/ is on the path of a script run by path
 
-from workbench import config, store
 from workbench.method.loop import Trainer
-from workbench.method.methods import method_spec
-from workbench.method.train import ensure_world, load_policies
-from workbench.notebook import warm_start
-from workbench.search.retriever import make_retriever
 
 BINS = ((0, 0), (0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0), (1, 1))  # 0, (0, .25], ..., (.75, 1), 1
 
@@ -46,21 +41,14 @@ def histogram(p: np.ndarray) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", required=True, help="a DuckDB store (the preset's world and pool are built if missing)")
-    ap.add_argument("--preset", default="tiny")
-    ap.add_argument("--model", default="", help="a model folder ('' = the preset's default warm start)")
+    ap = probe_arguments(__doc__.splitlines()[0])
     ap.add_argument("--first", type=int, default=0, help="the first round whose chains are drawn")
     ap.add_argument("--rounds", type=int, default=5, help="rounds F..F+R-1 of chains (32 chains a round)")
     ap.add_argument("--draws", type=int, default=8, help="independent proposer draws of M candidates per chain")
     ap.add_argument("--per-chain", default="", help="write one JSON line per chain here")
     args = ap.parse_args()
-    cfg = config.preset(args.preset)
+    con, cfg, trainer = probe_trainer(args, Redraw)
     m = cfg.method
-    con = store.connect(args.store)
-    ensure_world(con, cfg)
-    policy, reference = load_policies(cfg, args.model or warm_start(con, cfg, seed=0), None)
-    trainer = Redraw(con, cfg, method_spec("coevokg"), "probe", policy, reference, make_retriever(con, cfg.search))
     rounds = range(args.first, args.first + args.rounds)
     chains = {}  # (round, index) -> the chain and each draw's verdicts
     for d in range(args.draws):

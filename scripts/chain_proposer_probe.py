@@ -24,19 +24,30 @@ from workbench.notebook import warm_start
 from workbench.search.retriever import make_retriever
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", required=True, help="a DuckDB store with a chain pool (`workbench pool build`)")
+def probe_arguments(description: str) -> argparse.ArgumentParser:
+    """The options every chain-proposer probe takes (this one, chain_pass_floor.py)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--store", required=True, help="a DuckDB store (the preset's world and pool are built if missing)")
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--model", default="", help="a model folder ('' = the preset's default warm start)")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds 0..R-1 of candidates (the issue's first five)")
-    args = ap.parse_args()
+    return ap
+
+
+def probe_trainer(args, kind=Trainer):
+    """The store, the config and CoEvoKG's loop Trainer (or the subclass ``kind``) over the warm start."""
     cfg = config.preset(args.preset)
-    m = cfg.method
     con = store.connect(args.store)
     ensure_world(con, cfg)
     policy, reference = load_policies(cfg, args.model or warm_start(con, cfg, seed=0), None)
-    trainer = Trainer(con, cfg, method_spec("coevokg"), "probe", policy, reference, make_retriever(con, cfg.search))
+    return con, cfg, kind(con, cfg, method_spec("coevokg"), "probe", policy, reference, make_retriever(con, cfg.search))
+
+
+def main() -> None:
+    ap = probe_arguments(__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5, help="rounds 0..R-1 of candidates (the issue's first five)")
+    args = ap.parse_args()
+    con, cfg, trainer = probe_trainer(args)
+    m = cfg.method
     drawn = [task for t in range(args.rounds) for task in trainer.propose(t)[0]]
     report = {"preset": cfg.name, "model": args.model or "default warm start", "rounds": args.rounds, "chains": len(drawn),
               "candidates": sum(len(task.candidates) for task in drawn), "vocabulary": {}}

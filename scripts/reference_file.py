@@ -17,8 +17,9 @@ by tool (``searches_doc``, ``searches_kg``, where the evaluation printed them),
 every round's metrics from metrics.json (timings left out);
 with --audit, the counts of `workbench audit shortcuts` tables (Table 5) of the same runs.
 With --extend, the runs of an earlier reference file come first (a file shipped from seeds 0-2,
-extended by a later session's seeds 3-5): the same base evaluations are required, a run in both is
-refused, and its provenance is kept where --provenance does not set a key.
+extended by a later session's seeds 3-5): the same base evaluations and rounds per run are required,
+a run in both is refused, --provenance must restate what, command and machine for both calls, and
+its commit and date are added to the earlier file's (``commit=7036a99, 1a2b3c4``).
 """
 
 import argparse
@@ -69,6 +70,18 @@ def audit_rows(text: str, rename: dict[str, str]) -> list[dict]:
     return rows
 
 
+def extended_provenance(earlier: dict, given: dict, where: Path) -> dict:
+    """The provenance of ``where``'s runs plus a later call's: ``given`` restates the text keys for
+    both calls; commit and date become one per call; the base evaluations are checked by the caller."""
+    if missing := [k for k in ("what", "command", "machine", "commit", "date") if k not in given]:
+        raise SystemExit(f"--extend {where}: restate --provenance {' '.join(k + '=...' for k in missing)} "
+                         "for both calls (the earlier file's: " + "; ".join(f"{k}={earlier.get(k, '')!r}" for k in missing) + ")")
+    out = {k: v for k, v in earlier.items() if not k.startswith("base")} | given
+    for k in ("commit", "date"):
+        out[k] = ", ".join(dict.fromkeys(v.strip() for v in f"{earlier.get(k, '')},{given[k]}".split(",") if v.strip()))
+    return out
+
+
 def renamed(name: str, rename: dict[str, str]) -> str | None:
     """``d3`` -> ``drfree_s3`` under ``{"d": "drfree"}``; None for a prefix not renamed. The longest
     prefix wins, so a method name ending in a digit keeps it: ``search_r10`` -> ``search_r1_s0``
@@ -91,14 +104,18 @@ def main() -> None:
     ap.add_argument("--extend", type=Path, metavar="FILE.json", help="an earlier reference file whose runs to keep")
     args = ap.parse_args()
     rename = dict(r.split("=", 1) for r in args.rename)
+    provenance = dict(p.split("=", 1) for p in args.provenance)
     earlier = json.loads(args.extend.read_text()) if args.extend else {}
     evals, metrics = dict(earlier.get("evaluations", {})), dict(earlier.get("metrics", {}))
+    rounds = {len(rows) for rows in metrics.values()}  # the earlier runs' length, which the new ones must have
     bases = {(w, key): set() for w in ("", "_kg", "_topology") for key in ("test_macro_em", "test_macro_set_f1")}
-    provenance = dict(earlier.get("provenance", {}))
-    for (w, key), found in bases.items():  # the earlier file's bases must be this call's
-        if (value := provenance.pop(f"base{w}_{key}", None)) is not None:
-            found.add(value)
-    provenance.update(p.split("=", 1) for p in args.provenance)
+    if args.extend:
+        if "base_test_macro_em" not in earlier.get("provenance", {}):
+            raise SystemExit(f"--extend {args.extend}: no base_test_macro_em in its provenance (not a reference file?)")
+        for (w, key), found in bases.items():  # the earlier file's bases must be this call's
+            if (value := earlier["provenance"].get(f"base{w}_{key}")) is not None:
+                found.add(value)
+        provenance = extended_provenance(earlier["provenance"], provenance, args.extend)
     for d in args.dirs:
         for (w, key), found in bases.items():  # the default base, and the KG / topology warm starts where evaluated
             if w == "" or (d / f"eval_base{w}.txt").exists():
@@ -112,15 +129,20 @@ def main() -> None:
                 continue
             if new in evals:
                 raise SystemExit(f"{d}: run {name} ({new}) is already in an earlier folder or --extend's file")
+            if rounds and len(runs[name]) not in rounds:
+                raise SystemExit(f"{d}: run {name} has {len(runs[name])} rounds; --extend's runs have {sorted(rounds)}")
             evals[new] = e
             metrics[new] = [{k: v for k, v in row.items() if not k.startswith("time_")} for row in runs[name]]
     for (w, key), found in bases.items():
         if len(found) > 1 or (w == "" and key == "test_macro_em" and not found):
-            raise SystemExit(f"the folders' base{w} evaluations differ or are missing: {key} {sorted(found)}")
+            also = f" and --extend {args.extend}'s" if args.extend else ""
+            raise SystemExit(f"the folders'{also} base{w} evaluations differ or are missing: {key} {sorted(found)}")
         if found:
             provenance[f"base{w}_{key}"] = found.pop()
     data = {"provenance": provenance, "evaluations": evals, "metrics": metrics}
     audit = earlier.get("audit", []) + [row for f in args.audit for row in audit_rows(f.read_text(), rename)]
+    if len({(row["run"], row["shortcut"]) for row in audit}) < len(audit):
+        raise SystemExit("an audit table counts a run's shortcut twice (the same run in two --audit files, or in --extend's file)")
     if audit:
         data["audit"] = audit
     args.out.write_text(json.dumps(data, indent=1))

@@ -1,5 +1,6 @@
 """scripts/chain_pass_floor.py at smoke size: the same chains proposed again with a new proposer seed."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -32,3 +33,17 @@ def test_redraws_keep_the_chains_and_draw_zero_is_the_loops_own(tmp_path):
     assert [r["draws"][0] for r in rows3] == [r["draws"][0] for r in rows1]  # draw 0: the loop's seed, repeated
     # (that a new seed samples other candidates is not checked here: the smoke model's candidates all
     # fail extraction, whatever the seed; LOG.md, session 13, has the tiny preset's draws)
+
+
+def test_a_redraw_moves_the_proposers_sampling_seed_alone(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # as when the script runs by path
+    spec = importlib.util.spec_from_file_location("chain_pass_floor", ROOT / "scripts" / "chain_pass_floor.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    trainer = script.Redraw.__new__(script.Redraw)  # seed_for reads only the config's seed
+    trainer.cfg = type("Cfg", (), {"method": type("M", (), {"seed": 3})})()
+    first = [trainer.seed_for(7, stage) for stage in (1, 2, 3)]
+    trainer.draw = 1
+    again = [trainer.seed_for(7, stage) for stage in (1, 2, 3)]
+    assert again[0] == first[0] and again[2] == first[2]  # the round's chains (stage 1) stay
+    assert again[1] != first[1]  # the proposer's sampling (stage 2) moves

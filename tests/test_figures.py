@@ -161,7 +161,8 @@ def test_cli_reference_picks_a_shipped_file_and_names_the_others_when_missing(tm
     assert cli.main(["figures", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path),
                      "--reference", "tiny_table2_56rounds.json"]) == 0
     assert "3 seeds, 56 rounds" in (tmp_path / "table2_buildup_reference.md").read_text()
-    assert cli.main(["figures", "--out", str(tmp_path), "--reference", "tiny_table2_65rounds.json"]) != 0
+    assert cli.main(["figures", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path),
+                     "--reference", "tiny_table2_65rounds.json"]) != 0
     err = capsys.readouterr().err
     assert "tiny_table2_65rounds.json: no such reference file" in err and "tiny_table2_56rounds.json" in err
 

@@ -81,3 +81,18 @@ def test_unknown_methods_keys_and_files_say_what_there_is(ref):
         reference.load("tiny_nothing.json")
     with pytest.raises(ValueError, match="<method>_s<seed>"):
         reference._split_run("coevokg")
+
+
+def test_a_path_reads_a_file_written_elsewhere_and_a_broken_one_is_named(tmp_path, raw):
+    copy = tmp_path / "tiny_mine.json"
+    copy.write_text(json.dumps(raw))
+    mine = reference.load(str(copy))
+    assert mine.name == "tiny_mine.json" and mine.preset == "tiny" and mine.seeds == [0, 1, 2, 3, 4, 5]
+    assert mine.describe().startswith(f"reference: {tmp_path}/tiny_mine.json · ")
+    assert reference.load(f"data/reference/{reference.DEFAULT}").describe() == reference.load().describe()
+    (tmp_path / "tiny_half.json").write_text(json.dumps({"provenance": {}}))
+    with pytest.raises(ValueError, match="tiny_half.json: not a reference file \\(no evaluations, metrics"):
+        reference.load(str(tmp_path / "tiny_half.json"))
+    (tmp_path / "tiny_text.json").write_text("runs")
+    with pytest.raises(ValueError, match="tiny_text.json: not a reference file \\(not JSON"):
+        reference.load(str(tmp_path / "tiny_text.json"))

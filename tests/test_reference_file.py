@@ -34,10 +34,10 @@ def rl_compare_out(folder: Path, runs: dict[str, float], base: float = 57.8) -> 
     return folder
 
 
-def build(tmp_path, *args, rename=("d=drfree", "co=coevokg")):
+def build(tmp_path, *args, rename=("d=drfree", "co=coevokg"), provenance=("commit=abc1234", "date=2026-12-01")):
     out = tmp_path / "tiny_x.json"
     done = subprocess.run([sys.executable, "scripts/reference_file.py", str(out), *map(str, args),
-                           "--rename", *rename, "--provenance", "commit=abc1234", "date=2026-12-01"],
+                           "--rename", *rename, "--provenance", *provenance],
                           cwd=ROOT, capture_output=True, text=True)
     return out, done
 
@@ -68,17 +68,31 @@ def test_runs_twice_or_bases_that_differ_are_refused(tmp_path):
 
 
 def test_a_later_call_extends_a_shipped_file_with_more_seeds(tmp_path):
-    first, done = build(tmp_path, rl_compare_out(tmp_path / "a", {"co0": 60.0}))
+    (tmp_path / "audit.txt").write_text(AUDIT)
+    first, done = build(tmp_path, rl_compare_out(tmp_path / "a", {"co0": 60.0}), "--audit", tmp_path / "audit.txt")
     assert done.returncode == 0, done.stderr
     shipped = first.rename(tmp_path / "tiny_first.json")
-    out, done = build(tmp_path, rl_compare_out(tmp_path / "b", {"co1": 59.0}), "--extend", shipped)
+    both = ["what=two calls", "command=A; then B", "machine=H200", "commit=def5678", "date=2026-12-03"]
+    out, done = build(tmp_path, rl_compare_out(tmp_path / "b", {"co1": 59.0}), "--extend", shipped, provenance=both)
     assert done.returncode == 0, done.stderr
+    raw = json.loads(out.read_text())
     assert reference.load(str(out)).scores() == {"coevokg": [60.0, 59.0]}
-    assert json.loads(out.read_text())["provenance"]["base_test_macro_em"] == 57.8
-    _, done = build(tmp_path, rl_compare_out(tmp_path / "c", {"co0": 61.0}), "--extend", shipped)
-    assert done.returncode != 0 and "--extend's file" in done.stderr  # seed 0 twice
-    _, done = build(tmp_path, rl_compare_out(tmp_path / "d", {"co2": 61.0}, base=58.0), "--extend", shipped)
-    assert done.returncode != 0 and "base evaluations differ" in done.stderr
+    assert raw["provenance"] == {"what": "two calls", "command": "A; then B", "machine": "H200",
+                                 "commit": "abc1234, def5678", "date": "2026-12-01, 2026-12-03",
+                                 "base_test_macro_em": 57.8}
+    assert raw["audit"] == json.loads(shipped.read_text())["audit"]  # the earlier call's Table 5 counts kept
+    refused = {"a run twice": ({"co0": 61.0}, 57.8, both, "--extend's file"),
+               "another base": ({"co2": 61.0}, 58.0, both, "--extend " + str(shipped) + "'s base evaluations differ"),
+               "texts not restated": ({"co2": 61.0}, 57.8, both[3:], "restate --provenance what=... command=..."),
+               }
+    for case, (runs, base, provenance, message) in refused.items():
+        _, done = build(tmp_path, rl_compare_out(tmp_path / case, runs, base=base), "--extend", shipped,
+                        provenance=provenance)
+        assert done.returncode != 0 and message in done.stderr, case
+    longer = rl_compare_out(tmp_path / "longer", {"co2": 61.0})
+    (longer / "metrics.json").write_text(json.dumps({"co2": [{"round": r, "val_em": 0.5} for r in range(3)]}))
+    _, done = build(tmp_path, longer, "--extend", shipped, provenance=both)
+    assert done.returncode != 0 and "co2 has 3 rounds; --extend's runs have [2]" in done.stderr
 
 
 def test_a_kg_base_evaluated_beside_the_base_is_recorded(tmp_path):

@@ -1067,8 +1067,8 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
         >>> written = build_all(paper_only=True, out_dir=tmp)  # doctest: +SKIP
     """
     db = db if db is not None else paths.default_db()
+    ref = reference.load(reference_file) if with_reference and not paper_only else None  # a bad name: before the store
     con = None if paper_only else open_store(db)
-    ref = reference.load(reference_file) if with_reference and not paper_only else None
     if not paper_only:
         print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers"
               + (" and the reference runs" if ref else " alone"))

@@ -79,6 +79,7 @@ class Reference:
     evaluations: pd.DataFrame
     metrics: pd.DataFrame
     audit: pd.DataFrame | None = None  # Dr. Free's Table 5 counts: run, method, seed, shortcut, n, answerable
+    folder: str = "data/reference"  # where the file was read, as the subtitles name it
 
     @property
     def methods(self) -> list[str]:
@@ -117,7 +118,7 @@ class Reference:
         span = f"{seeds[0]}-{seeds[-1]}" if consecutive else ", ".join(map(str, seeds))
         machine = self.provenance.get("machine", "").split(" (")[0].split(",")[0]  # its first words, not its notes
         commits = ", ".join(c.strip()[:7] for c in str(self.provenance.get("commit", "?")).split(","))  # runs of several calls
-        return (f"reference: data/reference/{self.name} · {len(self.methods)} methods x seeds {span} · {machine} · "
+        return (f"reference: {self.folder}/{self.name} · {len(self.methods)} methods x seeds {span} · {machine} · "
                 f"commit {commits} · {self.provenance.get('date', '?')}")
 
     def of(self, method: str) -> pd.DataFrame:
@@ -213,20 +214,28 @@ def _split_run(run: str) -> tuple[str, int]:
     return method, int(seed)
 
 
-def load(name: str = DEFAULT) -> Reference:
-    """Read the reference file ``name`` under ``reference_dir()``.
+def load(name: str | Path = DEFAULT) -> Reference:
+    """Read the reference file ``name``: a bare file name is one under ``reference_dir()``; a path
+    with a folder is one that ``scripts/reference_file.py`` wrote elsewhere (its file name begins
+    with the runs' preset).
 
     Example:
         >>> ref = load()
         >>> ref.evaluations.set_index("run").loc["coevokg_s2", "test_macro_em"]
         np.float64(58.8)
     """
-    path = reference_dir() / name
-    if not path.exists():
+    given = Path(name)
+    path = reference_dir() / given if given.parent == Path(".") else given
+    if not path.is_file():
         shipped = sorted(f.name for f in reference_dir().glob("*.json"))
         raise FileNotFoundError(f"{path}: no such reference file; shipped: {', '.join(shipped) or 'none'}"
                                 + ("" if shipped else " (the shipped reference runs are missing from the checkout)"))
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not a reference file (not JSON: {err})") from None
+    if missing := [k for k in ("provenance", "evaluations", "metrics") if k not in data]:
+        raise ValueError(f"{path}: not a reference file (no {', '.join(missing)}; scripts/reference_file.py writes them)")
     evaluations = pd.DataFrame([{"run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1], **e}
                                 for run, e in data["evaluations"].items()])
     metrics = pd.DataFrame([{**row, "run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1]}
@@ -234,5 +243,7 @@ def load(name: str = DEFAULT) -> Reference:
     metrics["chains_added"] = chains_added(metrics)
     audit = pd.DataFrame([{**row, "method": _split_run(row["run"])[0], "seed": _split_run(row["run"])[1]}
                           for row in data.get("audit", [])])
-    return Reference(name=name, preset=name.split("_")[0], provenance=data["provenance"],
-                     evaluations=evaluations, metrics=metrics, audit=audit if len(audit) else None)
+    shipped_here = path.resolve().parent == reference_dir().resolve()
+    return Reference(name=path.name, preset=path.name.split("_")[0], provenance=data["provenance"],
+                     evaluations=evaluations, metrics=metrics, audit=audit if len(audit) else None,
+                     folder="data/reference" if shipped_here else str(path.parent))
