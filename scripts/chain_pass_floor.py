@@ -1,13 +1,15 @@
-"""Per-chain pass probability of the warm start's chain-proposer candidates (issue 15: is the flat
-seed fallback a floor of chains no candidate passes?).
+"""Per-chain pass probability of the chain proposer's candidates (the warm start's, or --model's;
+issue 15: is the flat seed fallback a floor of chains no candidate passes?).
 
 The chains of rounds F..F+R-1 (the loop's own draws, ``Trainer._task_chains``) are proposed for D
 times by the loop's ``Trainer.propose``, each draw with its own proposer sampling seed (draw 0 is the
 loop's ``seed_for(t, 2)``, draw d adds d * 1,000,000,007), and gated by the loop's own verifier
 (``method.verifier_vocabulary``, default forms_types). Printed as one JSON object: the histogram of
 per-chain pass probability (passed / (D * M)), the fallback of each draw (chains whose M candidates
-all fail), the fallback independent chains of that probability would give (mean (1 - p)^M), and
-the split-half correlation of per-chain pass counts (even vs odd draws). ``--per-chain FILE``
+all fail), the fallback independent chains of that probability would give (mean (1 - p)^M), the
+split-half correlation of per-chain pass counts (even vs odd draws), and chains, never-passed
+chains, passed rate and fallback for the chains whose relation sequence is one of the store's QA
+question templates (``by_template``) and for the others. ``--per-chain FILE``
 writes one JSON line per chain: hops, relations, the nodes' types, each draw's verdicts.
 
     PYTHONPATH=$PWD python scripts/chain_pass_floor.py --store /tmp/floor.duckdb --rounds 5 --draws 8
@@ -37,6 +39,20 @@ def histogram(p: np.ndarray) -> dict:
     for lo, hi in BINS:
         name = str(lo) if lo == hi else f"({lo}, {hi}]" if hi < 1 else f"({lo}, {hi})"
         out[name] = int(np.sum(p == lo) if lo == hi else np.sum((p > lo) & ((p <= hi) if hi < 1 else (p < hi))))
+    return out
+
+
+def qa_templates(con) -> set[tuple[str, ...]]:
+    """The relation sequences of the store's QA questions' chains: the question templates the warm
+    start's proposer demonstrations came from (a pair of entities linked twice counts by its first
+    relation in sort order)."""
+    pairs = con.execute("SELECT src, dst, min(relation) FROM edges GROUP BY src, dst").fetchall()
+    edge = {(src, dst): relation for src, dst, relation in pairs}
+    out = set()
+    for (chain,) in con.execute("SELECT chain FROM questions WHERE chain IS NOT NULL").fetchall():
+        relations = tuple(edge.get(pair) for pair in zip(chain, chain[1:]))
+        if relations and all(relations):
+            out.add(relations)
     return out
 
 
@@ -74,6 +90,12 @@ def main() -> None:
               "chains_never_passed": int(np.sum(p == 0)),
               "reasons": dict(Counter("passed" if v.passed else v.reason.split(":")[0]
                                       for rec in chains.values() for draw in rec["draws"] for v in draw))}
+    templates = qa_templates(con)
+    shaped = np.array([tuple(rec["chain"].relations) in templates for rec in chains.values()])
+    report["by_template"] = {name: {"chains": int(part.sum()), "never_passed": int(np.sum(p[part] == 0)),
+                                    "passed_rate": round(float(p[part].mean()), 3),
+                                    "fallback_mean": round(float((passes[part] == 0).mean()), 3)}
+                             for name, part in (("QA template", shaped), ("other", ~shaped)) if part.any()}
     if args.per_chain:
         types = dict(con.execute("SELECT entity_id, type FROM entities WHERE type IS NOT NULL").fetchall())
         with open(args.per_chain, "w", encoding="utf-8") as f:

@@ -26,6 +26,8 @@ def test_redraws_keep_the_chains_and_draw_zero_is_the_loops_own(tmp_path):
     one = floor(db, 1, tmp_path / "one.jsonl")
     assert three["chains"] == one["chains"] == 4 and three["M"] == 2  # smoke: 2 chains a round, M = 2
     assert sum(three["pass_probability_histogram"].values()) == three["chains"]
+    assert sum(part["chains"] for part in three["by_template"].values()) == three["chains"]
+    assert set(three["by_template"]) <= {"QA template", "other"}
     assert sum(three["reasons"].values()) == three["chains"] * 3 * 2 and len(three["fallback_per_draw"]) == 3
     rows3 = [json.loads(line) for line in (tmp_path / "three.jsonl").read_text().splitlines()]
     rows1 = [json.loads(line) for line in (tmp_path / "one.jsonl").read_text().splitlines()]
