@@ -74,8 +74,9 @@ def extended_provenance(earlier: dict, given: dict, where: Path) -> dict:
     """The provenance of ``where``'s runs plus a later call's: ``given`` restates the text keys for
     both calls; commit and date become one per call; the base evaluations are checked by the caller."""
     if missing := [k for k in ("what", "command", "machine", "commit", "date") if k not in given]:
+        had = "; ".join(f"{k}={earlier.get(k, '')!r}" for k in missing)
         raise SystemExit(f"--extend {where}: restate --provenance {' '.join(k + '=...' for k in missing)} "
-                         "for both calls (the earlier file's: " + "; ".join(f"{k}={earlier.get(k, '')!r}" for k in missing) + ")")
+                         f"for both calls (the earlier file's: {had})")
     out = {k: v for k, v in earlier.items() if not k.startswith("base")} | given
     for k in ("commit", "date"):
         out[k] = ", ".join(dict.fromkeys(v.strip() for v in f"{earlier.get(k, '')},{given[k]}".split(",") if v.strip()))
@@ -142,7 +143,8 @@ def main() -> None:
     data = {"provenance": provenance, "evaluations": evals, "metrics": metrics}
     audit = earlier.get("audit", []) + [row for f in args.audit for row in audit_rows(f.read_text(), rename)]
     if len({(row["run"], row["shortcut"]) for row in audit}) < len(audit):
-        raise SystemExit("an audit table counts a run's shortcut twice (the same run in two --audit files, or in --extend's file)")
+        raise SystemExit("an audit table counts a run's shortcut twice "
+                         "(the same run in two --audit files, or in --extend's file)")
     if audit:
         data["audit"] = audit
     args.out.write_text(json.dumps(data, indent=1))

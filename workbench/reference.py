@@ -235,7 +235,8 @@ def load(name: str | Path = DEFAULT) -> Reference:
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not a reference file (not JSON: {err})") from None
     if missing := [k for k in ("provenance", "evaluations", "metrics") if k not in data]:
-        raise ValueError(f"{path}: not a reference file (no {', '.join(missing)}; scripts/reference_file.py writes them)")
+        raise ValueError(f"{path}: not a reference file (no {', '.join(missing)}; "
+                         "scripts/reference_file.py writes them)")
     evaluations = pd.DataFrame([{"run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1], **e}
                                 for run, e in data["evaluations"].items()])
     metrics = pd.DataFrame([{**row, "run": run, "method": _split_run(run)[0], "seed": _split_run(run)[1]}

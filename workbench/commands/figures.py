@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--paper-only", action="store_true", help="ignore the store: the paper's numbers alone")
     parser.add_argument("--out", default=None, help="output folder (default: figures/, env WORKBENCH_FIGURES)")
     parser.add_argument("--reference", default=None, metavar="FILE",
-                        help="the reference runs shown beside the paper's and yours: a file in data/reference/ (or a path) "
-                             "(default: workbench.reference.DEFAULT, the Table 2 rows at 28 rounds)")
+                        help="the reference runs shown beside the paper's and yours: a file in data/reference/ "
+                             "or a path (default: workbench.reference.DEFAULT, the Table 2 rows at 28 rounds)")
     parser.set_defaults(func=_run)
 
 
