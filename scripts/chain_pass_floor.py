@@ -21,6 +21,7 @@ import numpy as np
 from chain_proposer_probe import probe_arguments, probe_trainer  # scripts/ is on the path of a script run by path
 
 from workbench.method.loop import Trainer
+from workbench.policy.warmstart import hop_relations
 
 BINS = ((0, 0), (0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0), (1, 1))  # 0, (0, .25], ..., (.75, 1), 1
 
@@ -43,17 +44,10 @@ def histogram(p: np.ndarray) -> dict:
 
 
 def qa_templates(con) -> set[tuple[str, ...]]:
-    """The relation sequences of the store's QA questions' chains: the question templates the warm
-    start's proposer demonstrations came from (a pair of entities linked twice counts by its first
-    relation in sort order)."""
-    pairs = con.execute("SELECT src, dst, min(relation) FROM edges GROUP BY src, dst").fetchall()
-    edge = {(src, dst): relation for src, dst, relation in pairs}
-    out = set()
-    for (chain,) in con.execute("SELECT chain FROM questions WHERE chain IS NOT NULL").fetchall():
-        relations = tuple(edge.get(pair) for pair in zip(chain, chain[1:]))
-        if relations and all(relations):
-            out.add(relations)
-    return out
+    """The relation sequences of the store's QA questions' chains, read as the warm start's proposer
+    demonstrations read them (``warmstart.hop_relations``): the templates those demonstrations cover."""
+    chains = [list(chain) for (chain,) in con.execute("SELECT chain FROM questions WHERE chain IS NOT NULL").fetchall()]
+    return {tuple(relations) for relations in hop_relations(con, chains) if relations and all(relations)}
 
 
 def main() -> None:

@@ -169,6 +169,25 @@ def proposer_demo(titles: Sequence[str], relations: Sequence[str], passages: Seq
     return demo
 
 
+def hop_relations(con, chains: Sequence[Sequence[int]]) -> list[list[str | None]]:
+    """Each entity chain's relation label hop by hop, as the proposer's demonstrations read them: a
+    pair linked by several relations reads as the first in sort order, an unlinked pair as None.
+
+    Example:
+        >>> import duckdb
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE edges AS SELECT * FROM (VALUES (1, 2, 'born in'), "
+        ...                 "(2, 3, 'located in'), (2, 3, 'capital of')) t(src, dst, relation)")
+        >>> hop_relations(con, [[1, 2, 3], [3, 1], []])
+        [['born in', 'capital of'], [None], []]
+    """
+    ids = sorted({e for chain in chains for e in chain})
+    edge = {(s, d): r for s, d, r in con.execute(
+        "SELECT src, dst, min(relation) FROM edges WHERE src IN (SELECT unnest(?)) GROUP BY src, dst",
+        [ids]).fetchall()}
+    return [[edge.get(pair) for pair in zip(chain, chain[1:])] for chain in chains]
+
+
 def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: str,
                 long_rate: float = 1.0, seed: int = 0, kg=None) -> list[Demo]:
     """Solver (and proposer) demonstrations from the questions of ``families`` in a store; a
@@ -183,17 +202,14 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
     first_passage = dict(con.execute(
         "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
         "GROUP BY entity_id", [ids]).fetchall())
-    edge = {(s, d): r for s, d, r in con.execute(
-        "SELECT src, dst, min(relation) FROM edges WHERE src IN (SELECT unnest(?)) GROUP BY src, dst",
-        [ids]).fetchall()}
+    hops = hop_relations(con, [list(chain or []) for *_, chain in rows])
     demos = []
     keep = np.random.default_rng(seed).random(len(rows))
-    for (question, family, answers, chain), u in zip(rows, keep):
+    for (question, family, answers, chain), rels, u in zip(rows, hops, keep):
         chain = list(chain or [])
         if not chain or not answers or (family in LONG_FAMILIES and u >= long_rate):
             continue
         names = [titles[e] for e in chain]
-        rels = [edge.get((a, b)) for a, b in zip(chain, chain[1:])]
         path = all(r is not None for r in rels)
         demos.append(solver_demo(search, question, family, names, answers[0], path, kg))
         if with_proposer and path and len(chain) >= 2:
