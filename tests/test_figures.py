@@ -125,9 +125,9 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     paper_md = (out / "table2_buildup_paper.md").read_text()
     assert "this run" not in paper_md.splitlines()[0] and "the paper's numbers" in paper_md.splitlines()[0]
     ref_md = (out / "table2_buildup_reference.md").read_text()
-    assert ref_md.startswith("table2_buildup — reference (tiny, 6 seeds, 28 rounds), mean over seeds")
-    assert "commit dba835d" in ref_md.splitlines()[0]
-    assert pd.read_csv(out / "table2_buildup_reference.csv").avg.round(2).tolist() == [58.13, 59.1, 59.13, 59.57]
+    assert ref_md.startswith("table2_buildup — reference (tiny, 6 seeds, 56 rounds), mean over seeds")
+    assert "commit 7036a99, cdb86a8" in ref_md.splitlines()[0]
+    assert pd.read_csv(out / "table2_buildup_reference.csv").avg.round(2).tolist() == [57.97, 60.07, 60.73, 60.57]
 
 
 def test_save_fig_writes_png_when_a_browser_exists_else_says_how(tmp_path, monkeypatch, capsys):
@@ -159,12 +159,12 @@ def test_cli_paper_only(tmp_path, no_browser, capsys):
 
 def test_cli_reference_picks_a_shipped_file_and_names_the_others_when_missing(tmp_path, no_browser, capsys):
     assert cli.main(["figures", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path),
-                     "--reference", "tiny_table2_56rounds.json"]) == 0
-    assert "3 seeds, 56 rounds" in (tmp_path / "table2_buildup_reference.md").read_text()
+                     "--reference", "tiny_table2_28rounds.json"]) == 0
+    assert "6 seeds, 28 rounds" in (tmp_path / "table2_buildup_reference.md").read_text()
     assert cli.main(["figures", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path),
                      "--reference", "tiny_table2_65rounds.json"]) != 0
     err = capsys.readouterr().err
-    assert "tiny_table2_65rounds.json: no such reference file" in err and "tiny_table2_56rounds.json" in err
+    assert "tiny_table2_65rounds.json: no such reference file" in err and "tiny_table2_28rounds.json" in err
 
 
 # ---------------------------------------------------------------- what a reader sees (issue 13)
@@ -274,7 +274,7 @@ def test_show_without_a_browser_falls_back_to_html(tmp_path, no_browser, capsys)
 
 @pytest.fixture(scope="module")
 def ref():
-    return reference.load()
+    return reference.load("tiny_table2_28rounds.json")  # the numbers below are LOG.md session 12's
 
 
 def _trace(fig: go.Figure, name: str, key: str) -> go.Scatter:

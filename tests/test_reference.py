@@ -24,10 +24,10 @@ def ref() -> reference.Reference:
 
 
 def test_the_file_reads_whole_with_its_provenance(ref, raw):
-    assert ref.preset == "tiny" and ref.label == "reference (tiny, 6 seeds, 28 rounds)"
+    assert ref.preset == "tiny" and ref.label == "reference (tiny, 6 seeds, 56 rounds)"
     assert ref.methods == ["coevokg", "search_r1", "ssp", "c1", "c2"] and ref.seeds == [0, 1, 2, 3, 4, 5]
     assert len(ref.evaluations) == len(raw["evaluations"]) == 30
-    assert len(ref.metrics) == sum(len(rows) for rows in raw["metrics"].values()) == 30 * 28
+    assert len(ref.metrics) == sum(len(rows) for rows in raw["metrics"].values()) == 30 * 56
     assert ref.base_test_em == raw["provenance"]["base_test_macro_em"] == 57.8
     described = ref.describe()
     assert raw["provenance"]["commit"][:7] in described and raw["provenance"]["date"] in described
@@ -46,7 +46,7 @@ def test_scores_and_test_em_are_the_files_evaluations_over_seeds(ref, raw):
                                          ("kl", "search_r1"), ("p_s_generated", "coevokg")])
 def test_band_is_the_mean_and_range_over_seeds_of_each_round(ref, raw, key, method):
     band = ref.band(key, method).set_index("round")
-    for rnd in (0, 7, 27):
+    for rnd in (0, 7, 55):
         values = [rows[rnd][key] for run, rows in raw["metrics"].items()
                   if run.startswith(method + "_s") and rows[rnd][key] is not None]
         assert band.loc[rnd, "mean"] == pytest.approx(np.mean(values))
@@ -58,7 +58,7 @@ def test_chains_added_is_what_write_back_added_since_g0(ref):
     assert (m.groupby("run").writeback_new_chains.cumsum() == m.chains_added).all()
     grown = m.groupby("run").chains_added.max()
     assert grown[grown > 0].index.str.startswith("coevokg").all()  # write-back is CoEvoKG's alone
-    assert grown.filter(like="coevokg").tolist() == [11, 10, 12, 9, 6, 10]  # LOG.md: +6 to +12 chains over 28 rounds
+    assert grown.filter(like="coevokg").tolist() == [23, 26, 17, 18, 14, 17]  # LOG.md: +14 to +26 chains over 56 rounds
 
 
 def test_beside_puts_a_run_at_the_same_rounds_of_the_reference(ref):
@@ -77,7 +77,7 @@ def test_unknown_methods_keys_and_files_say_what_there_is(ref):
         ref.of("dr_zero")
     with pytest.raises(ValueError, match="no metric 'nope'"):
         ref.band("nope")
-    with pytest.raises(FileNotFoundError, match="tiny_nothing.json: no such reference file; shipped: .*28rounds.json"):
+    with pytest.raises(FileNotFoundError, match="tiny_nothing.json: no such reference file; shipped: .*56rounds.json"):
         reference.load("tiny_nothing.json")
     with pytest.raises(ValueError, match="<method>_s<seed>"):
         reference._split_run("coevokg")

@@ -258,8 +258,14 @@ def test_a_method_name_ending_in_a_digit_keeps_it():
 
 def test_the_shipped_56_round_runs_give_the_logs_numbers():
     ref = reference.load("tiny_table2_56rounds.json")
-    assert ref.seeds == [0, 1, 2] and ref.base_test_em == 57.8 and len(ref.metrics) == 15 * 56
+    assert ref.seeds == [0, 1, 2, 3, 4, 5] and ref.base_test_em == 57.8 and len(ref.metrics) == 30 * 56
     table = ref.test_em(reference="coevokg")
     assert table["mean"].round(2).to_dict() == pytest.approx(
+        {"coevokg": 60.57, "search_r1": 61.47, "ssp": 57.97, "c1": 60.07, "c2": 60.73})
+    assert table.loc["ssp", "p"].round(3) == 0.003 and table.loc["search_r1", "p"].round(2) == 0.19
+    steps = [ref.test_em(reference=a).loc[b, ["diff", "p"]].round(2).tolist()  # Table 2's build-up, LOG.md session 14
+             for a, b in (("ssp", "c1"), ("c1", "c2"), ("c2", "coevokg"))]
+    assert steps == [[2.1, 0.0], [0.67, 0.1], [-0.17, 0.78]]
+    first = ref.evaluations.query("seed < 3")  # session 13's three seeds
+    assert first.groupby("method").test_macro_em.mean().round(2).to_dict() == pytest.approx(
         {"coevokg": 61.40, "search_r1": 61.80, "ssp": 58.13, "c1": 59.80, "c2": 61.00})
-    assert table.loc["ssp", "p"].round(3) == 0.014 and table.loc["search_r1", "p"].round(2) == 0.57

@@ -10,7 +10,7 @@ questions); ``topology_curriculum`` is EoG's Fig. 7 (seed 004: synthesis success
 per topology per round). Each reads the paper side from ``workbench.paper``, the "this run"
 side from the store, read-only (``runs``, ``run_metrics``: one JSON object per round,
 ``eval_outcomes``), and, given ``ref`` (``workbench.reference.load()``), the shipped reference runs
-as a third source, named by ``Reference.label`` ("reference (tiny, 6 seeds, 28 rounds)"): their
+as a third source, named by ``Reference.label`` ("reference (tiny, 6 seeds, 56 rounds)"): their
 mean over seeds with the seeds' range as a band (figures) or a 95% t interval (tables). Every
 figure names the preset, seed and config hash of each run it shows and the reference's provenance.
 With no runs in the store, a builder shows the paper side (and the reference) alone and says so.
@@ -339,7 +339,7 @@ def _legend_rows(names: list[str], width: int = PNG_WIDTH - 80) -> int:
     for an entry's symbol and gap; measured on the PNGs).
 
     Example:
-        >>> _legend_rows(["paper (Qwen2.5-7B-Instruct)", "reference (tiny, 6 seeds, 28 rounds): CoEvoKG"])
+        >>> _legend_rows(["paper (Qwen2.5-7B-Instruct)", "reference (tiny, 6 seeds, 56 rounds): CoEvoKG"])
         1
         >>> _legend_rows(["this run: a-long-run-name (coevokg)"] * 4)
         2
@@ -493,7 +493,7 @@ def table1_reference(ref: Reference | None) -> pd.DataFrame:
     Example:
         >>> rows = table1_reference(reference.load()).set_index("method")
         >>> rows.loc["CoEvoKG", ["Avg.", "gain (Avg.)"]].round(2).tolist()
-        [59.57, 1.77]
+        [60.57, 2.77]
     """
     if ref is None:
         return pd.DataFrame()
@@ -565,7 +565,7 @@ def table2_reference(ref: Reference | None, buildup: dict[str, str] | None = Non
     Example:
         >>> t = table2_reference(reference.load())
         >>> t.avg.round(2).tolist(), t.delta.round(2).tolist()[1:]
-        ([58.13, 59.1, 59.13, 59.57], [0.97, 0.03, 0.43])
+        ([57.97, 60.07, 60.73, 60.57], [2.1, 0.67, -0.17])
     """
     if ref is None:
         return pd.DataFrame()
@@ -632,7 +632,7 @@ def figure3(con=None, ref: Reference | None = None) -> go.Figure:
     Example:
         >>> fig = figure3(ref=reference.load())
         >>> sorted({t.name for t in fig.data if t.showlegend})[0]
-        'reference (tiny, 6 seeds, 28 rounds): CoEvoKG'
+        'reference (tiny, 6 seeds, 56 rounds): CoEvoKG'
     """
     runs, metrics = store_runs(con), run_metrics(con)
     runs = runs[runs.run.isin(set(metrics.run))] if not metrics.empty else runs.iloc[0:0]

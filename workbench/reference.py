@@ -5,15 +5,15 @@ A reference file is one JSON object: ``provenance`` (what, command, commit, mach
 test macro EM), ``evaluations`` (one object per run: ``test_macro_em``, the paired ``gain`` over the
 base with its bootstrap interval, the sign test) and ``metrics`` (per run, every round's
 ``run_metrics`` row, timings left out). Runs are named ``<method>_s<seed>``; the file name begins
-with the preset the runs used (``tiny_table2_28rounds.json``). Like ``data/paper/``, the folder is
+with the preset the runs used (``tiny_table2_56rounds.json``). Like ``data/paper/``, the folder is
 part of the checkout, not of ``WORKBENCH_DATA``.
 
 Example:
     >>> ref = load()
     >>> ref.label
-    'reference (tiny, 6 seeds, 28 rounds)'
+    'reference (tiny, 6 seeds, 56 rounds)'
     >>> ref.test_em(reference="coevokg").loc[["coevokg", "search_r1"], "mean"].round(2).tolist()
-    [59.57, 60.33]
+    [60.57, 61.47]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pandas as pd
 from workbench import paths
 from workbench.evaluate import across_seeds
 
-DEFAULT = "tiny_table2_28rounds.json"  # the five Table 2 rows x seeds 0-5, 28 rounds, one H200
+DEFAULT = "tiny_table2_56rounds.json"  # the five Table 2 rows x seeds 0-5, 56 rounds, one H200 (two calls)
 # How the figures name a run's method (the store's ``runs.method``).
 NAMES = {"base": "Base", "search_r1": "Search-R1", "ssp": "SSP", "c1": "C1", "c2": "C2", "coevokg": "CoEvoKG"}
 
@@ -70,7 +70,7 @@ class Reference:
     Example:
         >>> ref = load()
         >>> ref.methods, ref.seeds, ref.rounds
-        (['coevokg', 'search_r1', 'ssp', 'c1', 'c2'], [0, 1, 2, 3, 4, 5], 28)
+        (['coevokg', 'search_r1', 'ssp', 'c1', 'c2'], [0, 1, 2, 3, 4, 5], 56)
     """
 
     name: str
@@ -110,8 +110,8 @@ class Reference:
 
         Example:
             >>> load().describe().split(" · ")  # doctest: +NORMALIZE_WHITESPACE
-            ['reference: data/reference/tiny_table2_28rounds.json', '5 methods x seeds 0-5', 'one NVIDIA H200',
-             'commit dba835d', '2026-12-02']
+            ['reference: data/reference/tiny_table2_56rounds.json', '5 methods x seeds 0-5', 'one NVIDIA H200',
+             'commit 7036a99, cdb86a8', '2026-12-02']
         """
         seeds = self.seeds
         consecutive = seeds == list(range(seeds[0], seeds[-1] + 1))
@@ -143,7 +143,7 @@ class Reference:
 
         Example:
             >>> round(float(load().test_em().loc["ssp", "mean"]), 2)
-            58.13
+            57.97
             >>> round(float(load("tiny_eog_20rounds.json").test_em(metric="test_macro_set_f1").loc["eog", "mean"]), 3)
             11.525
         """
@@ -222,7 +222,7 @@ def load(name: str | Path = DEFAULT) -> Reference:
     Example:
         >>> ref = load()
         >>> ref.evaluations.set_index("run").loc["coevokg_s2", "test_macro_em"]
-        np.float64(58.8)
+        np.float64(62.6)
     """
     given = Path(name)
     path = reference_dir() / given if given.parent == Path(".") else given

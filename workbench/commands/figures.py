@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None, help="output folder (default: figures/, env WORKBENCH_FIGURES)")
     parser.add_argument("--reference", default=None, metavar="FILE",
                         help="the reference runs shown beside the paper's and yours: a file in data/reference/ "
-                             "or a path (default: workbench.reference.DEFAULT, the Table 2 rows at 28 rounds)")
+                             "or a path (default: workbench.reference.DEFAULT, the Table 2 rows at 56 rounds)")
     parser.set_defaults(func=_run)
 
 
