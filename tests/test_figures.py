@@ -120,7 +120,7 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     assert str(out / "figure3_training_dynamics.html") in printed
     md = (out / "table1_main_results_run.md").read_text()
     assert md.startswith("table1_main_results — this run: r_ssp (ssp) · preset tiny · seed 7 · config hash0")
-    assert "| tiny | coevokg | 20 | 100 | 60 | 40 |" in md
+    assert "| tiny | coevokg | 20.0 | 100.0 | 60.0 | +40.0 |" in md  # as the figure's table prints it
     assert pd.read_csv(out / "table2_buildup_paper.csv").p.tolist()[1:] == [0.0011, 0.0141, 0.0314]
     paper_md = (out / "table2_buildup_paper.md").read_text()
     assert "this run" not in paper_md.splitlines()[0] and "the paper's numbers" in paper_md.splitlines()[0]
@@ -128,6 +128,8 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     assert ref_md.startswith("table2_buildup — reference (tiny, 6 seeds, 56 rounds), mean over seeds")
     assert "commit 7036a99, cdb86a8" in ref_md.splitlines()[0]
     assert pd.read_csv(out / "table2_buildup_reference.csv").avg.round(2).tolist() == [57.97, 60.07, 60.73, 60.57]
+    assert "| + KG task generation | 6 | 60.07 | 59.33 | 60.80 | +2.10 | 0.0002977 |" in ref_md  # two decimals
+    assert pd.read_csv(out / "table2_buildup_reference.csv").p.iloc[1] == pytest.approx(0.000297718, rel=1e-5)  # every digit
 
 
 def test_save_fig_writes_png_when_a_browser_exists_else_says_how(tmp_path, monkeypatch, capsys):

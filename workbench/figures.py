@@ -156,16 +156,33 @@ def show(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> SavedF
     return SavedFigure(fig, name, save_fig(fig, name, out_dir))
 
 
-def _markdown(df: pd.DataFrame) -> str:
+def _markdown(df: pd.DataFrame, decimals: int | None = None) -> str:
     cols = [str(c) for c in df.columns]
-    cell = lambda v: "" if pd.isna(v) else (f"{v:g}" if isinstance(v, float) else str(v))  # noqa: E731
+    if decimals is None:
+        cell = lambda c, v: "" if pd.isna(v) else (f"{v:g}" if isinstance(v, float) else str(v))  # noqa: E731
+    else:
+        cell = lambda c, v: _cell(c, v, decimals)  # noqa: E731
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    lines += ["| " + " | ".join(cell(c, v) for c, v in zip(cols, row)) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n"
 
 
-def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Path | None = None) -> list[Path]:
-    """Write ``df`` as ``<name>.md`` (caption, then a Markdown table) and ``<name>.csv``; print the paths.
+def table_decimals(side: str) -> int:
+    """Decimals a table of ``side`` prints: two for the reference's means over seeds (59.25 is not
+    59.2), one for the paper's and a run's, as the paper prints.
+
+    Example:
+        >>> table_decimals("reference"), table_decimals("paper")
+        (2, 1)
+    """
+    return 2 if side == "reference" else 1
+
+
+def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Path | None = None,
+               decimals: int | None = None) -> list[Path]:
+    """Write ``df`` as ``<name>.md`` (caption, then a Markdown table) and ``<name>.csv`` (every digit);
+    print the paths. With ``decimals`` the Markdown cells read as the figures' tables print them
+    (``_cell``: p to 4 significant digits, signed deltas), else each number in its shortest form.
 
     Example:
         >>> save_table(pd.DataFrame({"a": [1.5]}), "demo", "A caption", out_dir=tmp)  # doctest: +SKIP
@@ -173,7 +190,7 @@ def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Pa
     out = Path(out_dir) if out_dir else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     md, csv = out / f"{name}.md", out / f"{name}.csv"
-    md.write_text((f"{caption}\n\n" if caption else "") + _markdown(df))
+    md.write_text((f"{caption}\n\n" if caption else "") + _markdown(df, decimals))
     df.to_csv(csv, index=False)
     for path in (md, csv):
         print(path)
@@ -612,7 +629,7 @@ def _tables_figure(tables: dict[str, pd.DataFrame], title: str, runs: pd.DataFra
                         subplot_titles=[(titles or {}).get(k, k) for k in shown], row_heights=px_of,
                         vertical_spacing=0.04)
     for i, (side, df) in enumerate(shown.items(), start=1):
-        fig.add_trace(_table_trace(df, decimals=2 if side == "reference" else 1), row=i, col=1)  # means over seeds
+        fig.add_trace(_table_trace(df, decimals=table_decimals(side)), row=i, col=1)
     top, bottom = _top_margin(describe_runs(runs, ref)), 30
     fig = _layout(fig, title, runs, height=int(sum(px_of) * (1 + 0.04 * (len(shown) - 1))) + top + bottom, ref=ref)
     return fig.update_layout(margin=dict(b=bottom))
@@ -1078,7 +1095,8 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
             tables, fig = builder(con, ref=ref)
             for side, df in tables.items():
                 if not df.empty:
-                    written += save_table(df, f"{name}_{_SUFFIX[side]}", table_caption(name, side, con, ref), out_dir)
+                    written += save_table(df, f"{name}_{_SUFFIX[side]}", table_caption(name, side, con, ref), out_dir,
+                                          table_decimals(side))
             written += save_fig(fig, name, out_dir)
         written += save_fig(figure3(con, ref), "figure3_training_dynamics", out_dir)
         written += save_fig(figure4(con, ref), "figure4_generated_vs_seed", out_dir)
