@@ -182,7 +182,7 @@ def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Pa
                decimals: int | None = None) -> list[Path]:
     """Write ``df`` as ``<name>.md`` (caption, then a Markdown table) and ``<name>.csv`` (every digit);
     print the paths. With ``decimals`` the Markdown cells read as the figures' tables print them
-    (``_cell``: p to 4 significant digits, signed deltas), else each number in its shortest form.
+    (``_cell``: p to 4 significant digits, signed deltas), else as ``:g`` (6 significant digits).
 
     Example:
         >>> save_table(pd.DataFrame({"a": [1.5]}), "demo", "A caption", out_dir=tmp)  # doctest: +SKIP
