@@ -8,9 +8,11 @@ loop's ``seed_for(t, 2)``, draw d adds d * 1,000,000,007), and gated by the loop
 per-chain pass probability (passed / (D * M)), the fallback of each draw (chains whose M candidates
 all fail), the fallback independent chains of that probability would give (mean (1 - p)^M), the
 split-half correlation of per-chain pass counts (even vs odd draws), and chains, never-passed
-chains, passed rate and fallback for the chains whose relation sequence is one of the store's QA
-question templates (``by_template``) and for the others. ``--per-chain FILE``
-writes one JSON line per chain: hops, relations, the nodes' types, each draw's verdicts.
+chains, passed rate, fallback and chains whose every hop is a functional relation (``relations``
+table: one object per subject, so a question along the chain has one answer) for the chains whose
+relation sequence is one of the QA question templates the warm start's proposer demonstrations came
+from (``by_template``) and for the others. ``--per-chain FILE`` writes one JSON line per chain: hops,
+relations, whether each is functional, the nodes' types, each draw's verdicts.
 
     PYTHONPATH=$PWD python scripts/chain_pass_floor.py --store /tmp/floor.duckdb --rounds 5 --draws 8
 """
@@ -21,7 +23,7 @@ import numpy as np
 from chain_proposer_probe import probe_arguments, probe_trainer  # scripts/ is on the path of a script run by path
 
 from workbench.method.loop import Trainer
-from workbench.policy.warmstart import hop_relations
+from workbench.policy.warmstart import DEMO_FAMILIES, hop_relations
 
 BINS = ((0, 0), (0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0), (1, 1))  # 0, (0, .25], ..., (.75, 1), 1
 
@@ -44,9 +46,23 @@ def histogram(p: np.ndarray) -> dict:
 
 
 def qa_templates(con) -> set[tuple[str, ...]]:
-    """The relation sequences of the store's QA questions' chains, read as the warm start's proposer
-    demonstrations read them (``warmstart.hop_relations``): the templates those demonstrations cover."""
-    chains = [list(chain) for (chain,) in con.execute("SELECT chain FROM questions WHERE chain IS NOT NULL").fetchall()]
+    """The relation sequences of the store's QA questions' chains (the families the warm start's
+    demonstrations come from: not the questions a run generated and wrote back), read as those
+    demonstrations read them (``warmstart.hop_relations``): the templates they cover.
+
+    Example:
+        >>> import duckdb
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE edges AS SELECT * FROM (VALUES (1, 2, 'born in'), (2, 3, 'located in'), "
+        ...                 "(3, 2, 'contains')) t(src, dst, relation)")
+        >>> _ = con.execute("CREATE TABLE questions AS SELECT * FROM (VALUES ('two_hop', [1, 2, 3]), "
+        ...                 "('generated', [1, 2, 3, 2]), ('comparison', NULL)) t(family, chain)")
+        >>> qa_templates(con)
+        {('born in', 'located in')}
+    """
+    chains = [list(chain) for (chain,) in con.execute(
+        "SELECT chain FROM questions WHERE chain IS NOT NULL AND family IN (SELECT unnest(?))",
+        [list(DEMO_FAMILIES)]).fetchall()]
     return {tuple(relations) for relations in hop_relations(con, chains) if relations and all(relations)}
 
 
@@ -86,9 +102,12 @@ def main() -> None:
                                       for rec in chains.values() for draw in rec["draws"] for v in draw))}
     templates = qa_templates(con)
     shaped = np.array([tuple(rec["chain"].relations) in templates for rec in chains.values()])
+    functional = dict(con.execute("SELECT label, coalesce(functional, false) FROM relations").fetchall())
+    every_hop = np.array([all(functional.get(r, False) for r in rec["chain"].relations) for rec in chains.values()])
     report["by_template"] = {name: {"chains": int(part.sum()), "never_passed": int(np.sum(p[part] == 0)),
                                     "passed_rate": round(float(p[part].mean()), 3),
-                                    "fallback_mean": round(float((passes[part] == 0).mean()), 3)}
+                                    "fallback_mean": round(float((passes[part] == 0).mean()), 3),
+                                    "all_hops_functional": int(every_hop[part].sum())}
                              for name, part in (("QA template", shaped), ("other", ~shaped)) if part.any()}
     if args.per_chain:
         types = dict(con.execute("SELECT entity_id, type FROM entities WHERE type IS NOT NULL").fetchall())
@@ -97,6 +116,7 @@ def main() -> None:
                 c = rec["chain"]
                 f.write(json.dumps({"round": t, "index": i, "chain_id": c.chain_id, "hops": len(c.relations),
                                     "titles": c.titles, "relations": c.relations,
+                                    "functional": [functional.get(r, False) for r in c.relations],
                                     "types": [types.get(e) for e in c.entity_ids],
                                     "draws": [[{"passed": v.passed, "q": round(v.q, 3), "reason": v.reason,
                                                 "question": v.question, "answer": v.answer} for v in draw]
