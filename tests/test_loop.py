@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from workbench import store
+from workbench import paths, store
 from workbench.cli import main
 from workbench.config import preset
 from workbench.method.run_store import METRIC_KEYS
@@ -80,6 +80,29 @@ def test_resume_gives_the_uninterrupted_run(db):
 def test_unknown_method_is_a_clear_error(db):
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         train(db, run="x", method="nope", preset="smoke", steps=1, progress=False, log=None)
+
+
+def test_a_run_whose_pool_filters_the_stores_g0_lacks_is_refused(db, tmp_path):
+    """--set pool.functional_only=true on a store whose G_0 was built without it trained on the
+    unfiltered pool, silently (issue 15's functional-only lead); now refused, the store untouched."""
+    with pytest.raises(ValueError, match=r"pool.functional_only=True \(the store's G_0: False\): build G_0 "
+                                         r"with those filters first \(workbench pool build --db .* --functional-only"):
+        train(db, run="functional", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"pool.functional_only": True})
+    con = store.connect(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM runs WHERE run = 'functional'").fetchone()[0] == 0
+    con.close()
+    assert not (paths.runs_dir() / "functional").exists()  # refused before its folder was claimed
+    built = tmp_path / "functional.duckdb"
+    con = store.connect(built)
+    ensure_world(con, preset("smoke"))
+    con.close()
+    assert main(["pool", "build", "--db", str(built), "--preset", "smoke", "--functional-only"]) == 0
+    rows = train(str(built), run="functional", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
+                 overrides={"pool.functional_only": True})
+    assert len(rows) == 1
+    with pytest.raises(ValueError, match=r"pool.functional_only=False \(the store's G_0: True\)"):
+        train(str(built), run="unfiltered", method="coevokg", preset="smoke", steps=1, progress=False, log=None)
 
 
 def test_resume_refuses_other_settings(db):

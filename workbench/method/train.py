@@ -53,16 +53,42 @@ _CHECKPOINT = re.compile(r"round-(\d{6})")
 
 
 def ensure_world(con, cfg: Config) -> None:
-    """Build the preset's TinyWorld and G_0 in the store when they are missing."""
+    """Build the preset's TinyWorld and G_0 in the store when they are missing. A G_0 already there
+    must have been built with ``cfg.pool``'s chain filters (``pool_filters``): a run whose settings
+    ask for other chains than the store holds is refused, not run on the wrong pool."""
     from workbench.kg.pool import build_pool
     from workbench.kg.tinyworld import build_world
 
     if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
         build_world(con, preset=cfg.name, seed=cfg.world.seed)
+    p = cfg.pool
     if con.execute("SELECT count(*) FROM chains WHERE run IS NULL").fetchone()[0] == 0:
-        p = cfg.pool
         build_pool(con, p.walks, p.min_hops, p.max_hops, seed=p.seed, functional_only=p.functional_only,
                    unique_grounding=p.unique_grounding, retrieval_verify=p.retrieval_verify, hop_ratio=p.hop_ratio)
+        return
+    last = con.execute("SELECT params FROM pool_builds ORDER BY build_id DESC LIMIT 1").fetchone()
+    built = pool_filters(json.loads(last[0]) if last and last[0] else {})
+    wanted = pool_filters(dataclasses.asdict(p))
+    if last is not None and built != wanted:
+        flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in wanted.items() if v)
+        differ = ", ".join(f"pool.{k}={wanted[k]!r} (the store's G_0: {built[k]!r})" for k in wanted if built[k] != wanted[k])
+        raise ValueError(f"{store_path(con)}: {differ}: build G_0 with those filters first (workbench pool "
+                         f"build --db {store_path(con)} {flags}, --force where runs used the old one) or use a "
+                         "store built with them")
+
+
+def pool_filters(settings: dict) -> dict:
+    """The chain filters of a pool build (``pool_builds.params``) or of ``config.PoolConfig``, off
+    where not recorded: what decides which walks G_0 keeps, beyond the walk count and seed.
+
+    Example:
+        >>> pool_filters({"functional_only": True, "walks": 500})
+        {'functional_only': True, 'unique_grounding': False, 'retrieval_verify': False, 'hop_ratio': ''}
+    """
+    return {"functional_only": bool(settings.get("functional_only", False)),
+            "unique_grounding": bool(settings.get("unique_grounding", False)),
+            "retrieval_verify": bool(settings.get("retrieval_verify", False)),
+            "hop_ratio": str(settings.get("hop_ratio", "") or "")}
 
 
 def check_run_name(run) -> str:
@@ -134,8 +160,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     ok = False
     try:
         runs = RunStore(con, run)
+        ensure_world(con, cfg)  # before the folder is claimed: a store whose G_0 the settings refuse gets no run
         _claim_folder(folder, store_path(con), runs, resume, overwrite)
-        ensure_world(con, cfg)
         if spec.task_source == "kg_topology":  # EoG: the held-out set exists before any draw, which leaves it out
             topology_qa.ensure_topology_questions(con)
         base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
