@@ -103,6 +103,9 @@ def test_a_run_whose_pool_filters_the_stores_g0_lacks_is_refused(db, tmp_path):
     assert len(rows) == 1
     with pytest.raises(ValueError, match=r"pool.functional_only=False \(the store's G_0: True\)"):
         train(str(built), run="unfiltered", method="coevokg", preset="smoke", steps=1, progress=False, log=None)
+    # Search-R1 reads the seed questions, not G_0: the store's pool is no concern of its settings
+    assert len(train(str(built), run="seeds", method="search_r1", preset="smoke", steps=1, progress=False,
+                     log=None)) == 1
 
 
 def test_resume_refuses_other_settings(db):

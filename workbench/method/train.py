@@ -52,10 +52,11 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _CHECKPOINT = re.compile(r"round-(\d{6})")
 
 
-def ensure_world(con, cfg: Config) -> None:
-    """Build the preset's TinyWorld and G_0 in the store when they are missing. A G_0 already there
-    must have been built with ``cfg.pool``'s chain filters (``pool_filters``): a run whose settings
-    ask for other chains than the store holds is refused, not run on the wrong pool."""
+def ensure_world(con, cfg: Config, reads_pool: bool = True) -> None:
+    """Build the preset's TinyWorld and G_0 in the store when they are missing. For a run that
+    ``reads_pool`` (its tasks are G_0's chains), a G_0 already there must have been built with
+    ``cfg.pool``'s chain filters (``pool_filters``): settings that ask for other chains than the store
+    holds are refused, not run on the wrong pool."""
     from workbench.kg.pool import build_pool
     from workbench.kg.tinyworld import build_world
 
@@ -69,7 +70,7 @@ def ensure_world(con, cfg: Config) -> None:
     last = con.execute("SELECT params FROM pool_builds ORDER BY build_id DESC LIMIT 1").fetchone()
     built = pool_filters(json.loads(last[0]) if last and last[0] else {})
     wanted = pool_filters(dataclasses.asdict(p))
-    if last is not None and built != wanted:
+    if reads_pool and last is not None and built != wanted:
         flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in wanted.items() if v)
         differ = ", ".join(f"pool.{k}={wanted[k]!r} (the store's G_0: {built[k]!r})" for k in wanted if built[k] != wanted[k])
         raise ValueError(f"{store_path(con)}: {differ}: build G_0 with those filters first (workbench pool "
@@ -160,7 +161,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     ok = False
     try:
         runs = RunStore(con, run)
-        ensure_world(con, cfg)  # before the folder is claimed: a store whose G_0 the settings refuse gets no run
+        # before the folder is claimed: a store whose G_0 the settings refuse gets no run
+        ensure_world(con, cfg, reads_pool=spec.task_source == "kg_chains")
         _claim_folder(folder, store_path(con), runs, resume, overwrite)
         if spec.task_source == "kg_topology":  # EoG: the held-out set exists before any draw, which leaves it out
             topology_qa.ensure_topology_questions(con)
