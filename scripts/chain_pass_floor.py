@@ -22,6 +22,7 @@ from collections import Counter
 import numpy as np
 from chain_proposer_probe import probe_arguments, probe_trainer  # scripts/ is on the path of a script run by path
 
+from workbench.kg.pool import functional_relations
 from workbench.method.loop import Trainer
 from workbench.policy.warmstart import DEMO_FAMILIES, hop_relations
 
@@ -102,7 +103,7 @@ def main() -> None:
                                       for rec in chains.values() for draw in rec["draws"] for v in draw))}
     templates = qa_templates(con)
     shaped = np.array([tuple(rec["chain"].relations) in templates for rec in chains.values()])
-    functional = dict(con.execute("SELECT label, coalesce(functional, false) FROM relations").fetchall())
+    functional = functional_relations(con)
     every_hop = np.array([all(functional.get(r, False) for r in rec["chain"].relations) for rec in chains.values()])
     report["by_template"] = {name: {"chains": int(part.sum()), "never_passed": int(np.sum(p[part] == 0)),
                                     "passed_rate": round(float(p[part].mean()), 3),

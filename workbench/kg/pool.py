@@ -108,10 +108,40 @@ def _node_noise(con, graph: CSRGraph) -> tuple[np.ndarray, list]:
     return filters.noise_codes(kinds, titles), titles
 
 
+def functional_relations(con) -> dict[str, bool]:
+    """``relations.functional`` by label (one object per subject); a label not listed there is not
+    functional (read it with ``.get(label, False)``).
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO relations VALUES ('born in', 'person', 'city', true), "
+        ...                 "('birthplace of', 'city', 'person', NULL)")
+        >>> functional_relations(con)
+        {'birthplace of': False, 'born in': True}
+    """
+    return dict(con.execute("SELECT label, coalesce(functional, false) FROM relations ORDER BY label").fetchall())
+
+
 def _functional_mask(con, graph: CSRGraph) -> np.ndarray:
     """``relations.functional`` per relation id; labels missing from ``relations`` are not functional."""
-    flags = dict(con.execute("SELECT label, coalesce(functional, false) FROM relations").fetchall())
+    flags = functional_relations(con)
     return np.array([bool(flags.get(label, False)) for label in graph.labels], dtype=bool)
+
+
+def pool_filters(settings: dict) -> dict:
+    """The chain filters of a pool build (``build_pool``'s ``pool_builds.params``) or of
+    ``config.PoolConfig``, off where not recorded: what decides which walks G_0 keeps, beyond the
+    walk count and seed.
+
+    Example:
+        >>> pool_filters({"functional_only": True, "walks": 500})
+        {'functional_only': True, 'unique_grounding': False, 'retrieval_verify': False, 'hop_ratio': ''}
+    """
+    return {"functional_only": bool(settings.get("functional_only", False)),
+            "unique_grounding": bool(settings.get("unique_grounding", False)),
+            "retrieval_verify": bool(settings.get("retrieval_verify", False)),
+            "hop_ratio": str(settings.get("hop_ratio", "") or "")}
 
 
 def _runs_on_g0(con) -> list[str]:

@@ -57,7 +57,7 @@ def ensure_world(con, cfg: Config, reads_pool: bool = True) -> None:
     ``reads_pool`` (its tasks are G_0's chains), a G_0 already there must have been built with
     ``cfg.pool``'s chain filters (``pool_filters``): settings that ask for other chains than the store
     holds are refused, not run on the wrong pool."""
-    from workbench.kg.pool import build_pool
+    from workbench.kg.pool import build_pool, pool_filters
     from workbench.kg.tinyworld import build_world
 
     if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
@@ -67,29 +67,19 @@ def ensure_world(con, cfg: Config, reads_pool: bool = True) -> None:
         build_pool(con, p.walks, p.min_hops, p.max_hops, seed=p.seed, functional_only=p.functional_only,
                    unique_grounding=p.unique_grounding, retrieval_verify=p.retrieval_verify, hop_ratio=p.hop_ratio)
         return
+    if not reads_pool:  # its tasks are not G_0's chains: the store's filters are no concern of its settings
+        return
     last = con.execute("SELECT params FROM pool_builds ORDER BY build_id DESC LIMIT 1").fetchone()
-    built = pool_filters(json.loads(last[0]) if last and last[0] else {})
+    if last is None:  # a G_0 written without build_pool: no filters recorded to compare
+        return
+    built = pool_filters(json.loads(last[0]) if last[0] else {})
     wanted = pool_filters(dataclasses.asdict(p))
-    if reads_pool and last is not None and built != wanted:
+    if built != wanted:
         flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in wanted.items() if v)
         differ = ", ".join(f"pool.{k}={wanted[k]!r} (the store's G_0: {built[k]!r})" for k in wanted if built[k] != wanted[k])
         raise ValueError(f"{store_path(con)}: {differ}: build G_0 with those filters first (workbench pool "
                          f"build --db {store_path(con)} {flags}, --force where runs used the old one) or use a "
                          "store built with them")
-
-
-def pool_filters(settings: dict) -> dict:
-    """The chain filters of a pool build (``pool_builds.params``) or of ``config.PoolConfig``, off
-    where not recorded: what decides which walks G_0 keeps, beyond the walk count and seed.
-
-    Example:
-        >>> pool_filters({"functional_only": True, "walks": 500})
-        {'functional_only': True, 'unique_grounding': False, 'retrieval_verify': False, 'hop_ratio': ''}
-    """
-    return {"functional_only": bool(settings.get("functional_only", False)),
-            "unique_grounding": bool(settings.get("unique_grounding", False)),
-            "retrieval_verify": bool(settings.get("retrieval_verify", False)),
-            "hop_ratio": str(settings.get("hop_ratio", "") or "")}
 
 
 def check_run_name(run) -> str:
