@@ -7,7 +7,8 @@
 #   logprobs   vLLM's per-token log-probs vs the trainer's for the same tokens (the warm start)
 #   tiny       `workbench train` at the tiny preset, 3 rounds, rollout.backend=vllm then hf
 #   gen3b      bench gpu at the Qwen2.5-3B shape: bare generation (vLLM, HF) and the LoRA update
-#   loop3b     rollout() itself at the 3B shape on both engines, 256 trajectories
+#   loop3b     rollout() itself at the 3B shape on both engines, 256 trajectories (vLLM's experiments on its engine)
+#   loop3b_v2 loop3b_mp  vLLM alone in loop3b with VLLM_USE_V2_MODEL_RUNNER=1 / VLLM_ENABLE_V1_MULTIPROCESSING=1
 #   round3b    one CoEvoKG round at paper shape (3B, 64 questions x 5 rollouts, 8 turns, top-3, LoRA 16)
 #   gen7b gen8b  the same as gen3b at the Qwen2.5-7B / Llama-3.1-8B shapes
 #   retrieval  dense search of 256 queries over 1M and 10M x 768 vectors: FAISS on the CPU vs torch top-k on the GPU
@@ -29,6 +30,12 @@ base=$(ls -d data/pretrained/warmstart/*/ | head -1)
 paper=(--set method.chains_per_round=64 --set method.group_size=5 --set rollout.max_turns=8 --set search.topk=3
        --set method.lora_rank=16 --set rollout.backend=vllm --set rollout.max_new_tokens=128
        --set rollout.max_total_tokens=4096 --set method.micro_batch=8 --set rollout.vllm_memory=0.35)
+model3b() {  # a random Qwen2.5-3B with the warm start's tokenizer padded to its vocabulary, made once
+  local model="$S/qwen2.5-3b-random"
+  [ -d "$model" ] || $PY -c "from workbench.method.gpu_bench import paper_shape_folder as f; \
+f('qwen2.5-3b', '$base', '$model', device='cuda')" >&2
+  echo "$model"
+}
 for part in "$@"; do
   echo "== $part $(date +%T)"
   case $part in
@@ -43,8 +50,11 @@ for part in "$@"; do
     gen3b) $wb bench gpu --shape qwen2.5-3b --parts generation update > "$OUT/gen3b.json" ;;
     gen7b) $wb bench gpu --shape qwen2.5-7b --parts generation update > "$OUT/gen7b.json" ;;
     gen8b) $wb bench gpu --shape llama-3.1-8b --parts generation update > "$OUT/gen8b.json" ;;
-    loop3b) $wb bench gpu --shape qwen2.5-3b --parts loop --model "$base" --db "$db" \
+    loop3b) $wb bench gpu --shape qwen2.5-3b --parts loop --model "$base" --round-model "$(model3b)" --db "$db" \
               --set rollout.max_new_tokens=64 > "$OUT/loop3b.json" ;;
+    loop3b_v2|loop3b_mp) [ $part = loop3b_v2 ] && env=VLLM_USE_V2_MODEL_RUNNER=1 || env=VLLM_ENABLE_V1_MULTIPROCESSING=1
+              env $env $wb bench gpu --shape qwen2.5-3b --parts loop --engines vllm --model "$base" \
+                --round-model "$(model3b)" --db "$db" --set rollout.max_new_tokens=64 > "$OUT/$part.json" ;;
     round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
                > "$OUT/round3b.json" ;;
     retrieval) $wb bench gpu --parts retrieval > "$OUT/retrieval.json" ;;
@@ -58,9 +68,7 @@ bad=[(r['round'],k,r[k],s[k]) for r,s in zip(a,b) for k in r if not k.startswith
 (isinstance(r[k],float) and math.isclose(r[k],s[k],rel_tol=1e-5,abs_tol=1e-8 if k=='kl' else 1e-9))]; \
 print(json.dumps({'rounds':len(a),'outside_tolerance':bad}))" "$OUT/ddp_equiv-1.json" "$OUT/ddp_equiv-2.json" \
                  > "$OUT/ddp_equiv.json" ;;
-    scale3b) model="$S/qwen2.5-3b-random"
-             [ -d "$model" ] || $PY -c "from workbench.method.gpu_bench import paper_shape_folder as f; \
-f('qwen2.5-3b', '$base', '$model', device='cuda')"
+    scale3b) model=$(model3b)
              for n in 1 2 4 8; do
                [ "$n" -le "$(nvidia-smi -L | wc -l)" ] || continue
                $wb train --gpus $n --preset tiny --model "$model" --steps 1 --db "$db" --run "scale-$n" --overwrite \

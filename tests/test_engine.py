@@ -344,6 +344,20 @@ def test_vllm_backend_can_stop_on_token_ids_and_decode_once(fake_vllm, tok):
     assert plain.llm.calls[-1][1][0].stop == ["</answer>"]
 
 
+def test_vllm_backend_row_seeds_off_leaves_sampling_to_the_engine_stream(fake_vllm, tok):
+    """row_seeds=False (an experiment, issue 14): no request carries its own seed, so vLLM samples the
+    batch from its one generator instead of one request at a time; the default seeds every row."""
+    from workbench.policy.generation import Choices, VLLMBackend
+
+    b = VLLMBackend("model-dir", tok, row_seeds=False)
+    b.generate([[1, 2], [1, 2]], max_new_tokens=8, temperature=0.6, top_p=0.9, stop=("</answer>",), seed=7,
+               choices=Choices("<answer>", [["Rome</answer>"], ["Ann</answer>"]]))
+    assert len(b.llm.calls) == 2 and all(p.seed is None for _, params, _ in b.llm.calls for p in params)
+    b.row_seeds = True
+    b.generate([[1, 2]], max_new_tokens=8, temperature=0.6, top_p=0.9, seed=7)
+    assert b.llm.calls[-1][1][0].seed is not None
+
+
 def test_vllm_backend_sync_loads_merged_weights_or_serves_the_adapter(fake_vllm, policy):
     import os
 

@@ -42,6 +42,7 @@ import dataclasses
 import gc
 import json
 import logging
+import os
 import tempfile
 import time
 
@@ -587,8 +588,12 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions
     x ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at
     the measured mean context. A random model never answers: every row uses its turns. vLLM is
-    timed twice on one engine: with stop strings (the default) and, where every stop string is one
-    token, with ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens``: no per-step detokenisation)."""
+    timed on one engine as the loop runs it (stop strings, one seed per row) and with two
+    experiments, alone and together: ``VLLMBackend.row_seeds`` off (``*_engine_seed``: the engine's
+    one sampling stream; vLLM samples seeded requests one by one) and, where every stop string is
+    one token, ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens*``: no per-step detokenisation).
+    The engine's settings come from the environment (``VLLM_USE_V2_MODEL_RUNNER``,
+    ``VLLM_ENABLE_V1_MULTIPROCESSING``), so ``scripts/gpu_engine.sh`` runs variants apart."""
     from workbench.policy import protocol
     from workbench.policy.model import Policy
     from workbench.policy.rollout import rollout
@@ -597,9 +602,10 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     r = cfg.rollout
     kwargs = dict(max_turns=r.max_turns, topk=cfg.search.topk, temperature=r.temperature, top_p=r.top_p,
                   max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens)
-    out = {"batch": batch, "group": group, "rollout": dataclasses.asdict(r), "engines": {}}
+    out = {"batch": batch, "group": group, "rollout": dataclasses.asdict(r), "engines": {},
+           "env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING")}}
 
-    def timed(policy) -> dict:
+    def timed(policy, name: str) -> dict:
         rollout(policy, search, questions[:2], 1, **{**kwargs, "max_turns": 1})  # warm-up
         _sync(device)
         start = time.perf_counter()
@@ -608,10 +614,12 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
         generated = sum(sum(t.loss_mask) for t in rows)
         context, per_row = sum(t.length for t in rows) / len(rows), generated / len(rows)
         roof = decode_roofline(spec, len(rows), int(context - per_row), int(per_row), bandwidth)
-        return {"seconds": seconds, "generated_tokens": generated, "tokens_per_s": generated / seconds,
-                "mean_turns": sum(t.turns for t in rows) / len(rows), "mean_length": context,
-                "generation_s": sum(t.gen_seconds for t in rows), "roofline_tokens_per_s": roof["tokens_per_s"],
-                "roofline_share": generated / seconds / roof["tokens_per_s"]}
+        row = {"seconds": seconds, "generated_tokens": generated, "tokens_per_s": generated / seconds,
+               "mean_turns": sum(t.turns for t in rows) / len(rows), "mean_length": context,
+               "generation_s": sum(t.gen_seconds for t in rows), "roofline_tokens_per_s": roof["tokens_per_s"],
+               "roofline_share": generated / seconds / roof["tokens_per_s"]}
+        log.info("loop %s %s", name, json.dumps(row))  # a call cut short still shows what was measured
+        return row
 
     for engine in engines:
         try:
@@ -620,10 +628,15 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
         except ImportError as err:
             out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
             continue
-        out["engines"][engine] = timed(policy)
-        if engine == "vllm" and policy.backend.stop_tokens(protocol.STOP_STRINGS):
-            policy.backend.stop_by_token = True
-            out["engines"]["vllm_stop_tokens"] = timed(policy)
+        out["engines"][engine] = timed(policy, engine)
+        if engine == "vllm":  # the experiments, on the same engine
+            backend, by_token = policy.backend, bool(policy.backend.stop_tokens(protocol.STOP_STRINGS))
+            for name, stop_by_token, row_seeds in (("vllm_engine_seed", False, False),
+                                                   ("vllm_stop_tokens", True, True),
+                                                   ("vllm_stop_tokens_engine_seed", True, False)):
+                if by_token or not stop_by_token:
+                    backend.stop_by_token, backend.row_seeds = stop_by_token, row_seeds
+                    out["engines"][name] = timed(policy, name)
         del policy
         _reset_peak(device)
     hf, vllm = out["engines"].get("hf", {}), out["engines"].get("vllm", {})

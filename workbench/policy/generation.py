@@ -301,13 +301,15 @@ class VLLMBackend:
 
     def __init__(self, model_path: str, tokenizer, sync: str = "merged", lora_rank: int = 0,
                  gpu_memory_utilization: float = 0.3, logprobs: bool = False, stop_by_token: bool = False,
-                 **llm_kwargs):
+                 row_seeds: bool = True, **llm_kwargs):
         if sync not in SYNC_MODES:
             raise ValueError(f"rollout.vllm_sync={sync!r}: expected one of {list(SYNC_MODES)}")
         vllm = _import_vllm()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.tokenizer, self.sync_mode, self.logprobs = tokenizer, sync, logprobs
         self.stop_by_token = stop_by_token  # an experiment (bench gpu --parts loop), off until measured
+        # False: the engine's one sampling stream (an experiment: per-request generators sample row by row)
+        self.row_seeds = row_seeds
         self._stop_tokens: dict[tuple[str, ...], dict[int, str] | None] = {}
         self.lora_request = None  # the adapter served now (sync "lora", after the first sync)
         self._adapters: Path | None = None
@@ -355,6 +357,9 @@ class VLLMBackend:
                                        else None)
         return self._stop_tokens[stop]
 
+    def _seed(self, seed: int | None, row: int) -> int | None:
+        return _row_seed(seed, row) if self.row_seeds else None
+
     def _params(self, *, max_tokens: int, temperature: float, top_p: float, stop: Sequence[str], seed,
                 choice: Sequence[str] | None = None):
         from vllm import SamplingParams
@@ -400,7 +405,7 @@ class VLLMBackend:
             raise ValueError(f"choices: {len(choices.per_row)} rows for {len(prompt_ids)} prompts")
         first_stop = tuple(stop) + ((choices.marker,) if choices is not None else ())
         first = self._run(prompt_ids, [self._params(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                                    stop=first_stop, seed=_row_seed(seed, i))
+                                                    stop=first_stop, seed=self._seed(seed, i))
                                        for i in range(len(prompt_ids))])
         gens = [g for g, _ in first]
         if choices is None:
@@ -410,7 +415,7 @@ class VLLMBackend:
                 and choices.per_row[i]]
         if rows:
             params = [self._params(max_tokens=max_new_tokens - len(gens[i].token_ids), temperature=temperature,
-                                   top_p=top_p, stop=stop, seed=_row_seed(seed, len(prompt_ids) + i),
+                                   top_p=top_p, stop=stop, seed=self._seed(seed, len(prompt_ids) + i),
                                    choice=choices.per_row[i]) for i in rows]
             second = self._run([prompt_ids[i] + gens[i].token_ids for i in rows], params)
             for i, (g, _) in zip(rows, second):
