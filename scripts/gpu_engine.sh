@@ -8,7 +8,8 @@
 #   tiny       `workbench train` at the tiny preset, 3 rounds, rollout.backend=vllm then hf
 #   gen3b      bench gpu at the Qwen2.5-3B shape: bare generation (vLLM, HF) and the LoRA update
 #   loop3b     rollout() itself at the 3B shape on both engines, 256 trajectories (vLLM's experiments on its engine)
-#   loop3b_v2 loop3b_mp  vLLM alone in loop3b with VLLM_USE_V2_MODEL_RUNNER=1 / VLLM_ENABLE_V1_MULTIPROCESSING=1
+#   loop3b_v1  loop3b with vLLM's V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0; 0.26 picks V2 for dense models)
+#   loop3b_mp  vLLM alone in loop3b with its engine core in a process of its own (VLLM_ENABLE_V1_MULTIPROCESSING=1)
 #   round3b    one CoEvoKG round at paper shape (3B, 64 questions x 5 rollouts, 8 turns, top-3, LoRA 16)
 #   gen7b gen8b  the same as gen3b at the Qwen2.5-7B / Llama-3.1-8B shapes
 #   retrieval  dense search of 256 queries over 1M and 10M x 768 vectors: FAISS on the CPU vs torch top-k on the GPU
@@ -50,10 +51,10 @@ for part in "$@"; do
     gen3b) $wb bench gpu --shape qwen2.5-3b --parts generation update > "$OUT/gen3b.json" ;;
     gen7b) $wb bench gpu --shape qwen2.5-7b --parts generation update > "$OUT/gen7b.json" ;;
     gen8b) $wb bench gpu --shape llama-3.1-8b --parts generation update > "$OUT/gen8b.json" ;;
-    loop3b) $wb bench gpu --shape qwen2.5-3b --parts loop --model "$base" --round-model "$(model3b)" --db "$db" \
-              --set rollout.max_new_tokens=64 > "$OUT/loop3b.json" ;;
-    loop3b_v2|loop3b_mp) [ $part = loop3b_v2 ] && env=VLLM_USE_V2_MODEL_RUNNER=1 || env=VLLM_ENABLE_V1_MULTIPROCESSING=1
-              env $env $wb bench gpu --shape qwen2.5-3b --parts loop --engines vllm --model "$base" \
+    loop3b|loop3b_v1|loop3b_mp) env=(); engines=(vllm hf)
+              [ $part = loop3b_v1 ] && env=(VLLM_USE_V2_MODEL_RUNNER=0)
+              [ $part = loop3b_mp ] && env=(VLLM_ENABLE_V1_MULTIPROCESSING=1) && engines=(vllm)
+              env "${env[@]}" $wb bench gpu --shape qwen2.5-3b --parts loop --engines "${engines[@]}" --model "$base" \
                 --round-model "$(model3b)" --db "$db" --set rollout.max_new_tokens=64 > "$OUT/$part.json" ;;
     round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
                > "$OUT/round3b.json" ;;

@@ -21,6 +21,7 @@ nothing; every EM is 0, as expected).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -55,7 +56,8 @@ class Stages:
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
-        out = fn(*args, **kwargs)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the JSON lines alone (Unsloth prints its banner)
+            out = fn(*args, **kwargs)
         row = {"stage": name, "seconds": round(time.perf_counter() - start, 2),
                "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, 2)}
         if cuda:
@@ -150,6 +152,7 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     args = p.parse_args(argv)
     log_to_stderr(logging.DEBUG)  # each round stage's seconds as it ends and each update micro-batch
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # vLLM logs to stdout by default
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for env, sub in (("WORKBENCH_DATA", "data"), ("WORKBENCH_RUNS", "runs"), ("WORKBENCH_FIGURES", "figures")):

@@ -23,7 +23,9 @@ def test_paper_tier_smoke_runs_every_stage_at_the_tiny_shape(tmp_path):
          "--set", "rollout.max_total_tokens=512", "--set", "method.group_size=2", "--set", "method.val_questions=1"],
         capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-4000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = [json.loads(line) for line in proc.stdout.strip().splitlines()]  # stdout is JSON lines only
+    summary = rows[-1]
+    assert summary["summary"] == rows[:-1]
     assert [row["stage"] for row in summary["summary"]] == [
         "model", "world", "pool G_0", "encoder", "dense index", "train 1 rounds", "resume +1 round",
         "evaluate best", "figures"]
