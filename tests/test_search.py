@@ -170,6 +170,21 @@ def test_e5_detection_and_prefixes(dense):
     assert float(enc.queries(["Dagiju"])[0] @ enc.passages(["Dagiju"])[0]) == pytest.approx(1.0, abs=1e-5)
 
 
+def test_encoder_runs_in_float32_on_the_cpu_and_half_gives_the_same_neighbours(dense):
+    """half=None keeps float32 off CUDA (the tiny tier's numbers); half=True is the CUDA default
+    (Search-R1 runs E5 in float16): float32 embeddings out, near the float32 model's."""
+    import torch
+
+    enc = dense.index.encoder
+    assert next(enc.model.parameters()).dtype == torch.float32
+    texts = ["Dagiju is a river of the north", "Saffa is the capital", "a film about fishermen"]
+    half = Encoder(enc.path, half=True)
+    assert next(half.model.parameters()).dtype == torch.float16
+    full, low = enc.passages(texts), half.passages(texts)
+    assert low.dtype == np.float32 and np.allclose(np.linalg.norm(low, axis=1), 1, atol=1e-3)
+    assert (full * low).sum(axis=1).min() > 0.999  # the same direction, to float16's precision
+
+
 def test_cache_counts_hits_and_returns_identical_results(db):
     tool = SearchTool(db, index="bm25")
     first = tool.search(["Grey Tide director", "Saffa capital"])

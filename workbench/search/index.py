@@ -188,17 +188,22 @@ class Encoder:
     """A sentence-transformers encoder giving L2-normalised float32 embeddings (CPU unless CUDA).
 
     ``e5=None`` detects E5 from the model name; E5 queries get ``query: `` and passages
-    ``passage: ``, as the E5 paper and Search-R1's retriever do.
+    ``passage: ``, as the E5 paper and Search-R1's retriever do. ``half=None`` runs the model in
+    float16 on CUDA (as Search-R1's retriever runs E5) and in float32 on the CPU; the embeddings
+    are float32 either way.
     """
 
-    def __init__(self, model: str | None = None, e5: bool | None = None, batch_size: int = 256):
+    def __init__(self, model: str | None = None, e5: bool | None = None, batch_size: int = 256,
+                 half: bool | None = None, device: str | None = None):
         from sentence_transformers import SentenceTransformer
 
         self.name = DEFAULT_ENCODER if model in (None, "all-MiniLM-L6-v2") else str(model)
         self.path = resolve_model(model)
         self.e5 = is_e5(self.name) if e5 is None else bool(e5)
         self.batch_size = batch_size
-        self.model = SentenceTransformer(self.path, device=None, local_files_only=True)
+        self.model = SentenceTransformer(self.path, device=device, local_files_only=True)
+        if self.model.device.type == "cuda" if half is None else half:
+            self.model.half()
 
     def fingerprint(self) -> str:
         """Name, E5 flag and the sizes of the model's files: a changed model gets a new index."""
