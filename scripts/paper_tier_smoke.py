@@ -2,8 +2,10 @@
 
 A random-initialised model of the exact Qwen2.5-3B-Instruct shape (``--shape 3b``; ``7b`` for
 Qwen2.5-7B; ``tiny`` for a CPU check) with a byte-level BPE tokenizer padded to that model's
-vocabulary size, a synthetic knowledge source (TinyWorld at ``--entities`` pages: not KILT text,
-but its page / passage / hyperlink-edge schema and scale), dense retrieval with a random-initialised
+vocabulary size, a synthetic knowledge source (``--source tinyworld``: TinyWorld at ``--entities``
+pages, KILT's page / passage / hyperlink-edge schema; ``--source kilt``: a KILT replica of that many
+pages in KILT's own file layout, with wiki-18 lines and QA files made from it, through ``workbench
+data paper`` as a user's real files go; neither is KILT's text), dense retrieval with a random-initialised
 encoder of e5-base-v2's shape (E5 prefixes on: the folder is named ``e5-...``), the paper preset
 with the LLM verifier and the LLM path extractor: a few rounds, a checkpoint, a resume, an
 evaluation of the best checkpoint, the figures. Each stage prints one JSON line with its seconds
@@ -12,6 +14,7 @@ is the summary of all stages. Inside training, stderr logs each round stage's se
 each update micro-batch, so a call cut short still shows where its time went.
 
     PYTHONPATH=$PWD python3 scripts/paper_tier_smoke.py --out /tmp/paper-smoke --shape 3b --entities 100000
+    PYTHONPATH=$PWD python3 scripts/paper_tier_smoke.py --out /tmp/kilt-smoke --shape 3b --source kilt --entities 100000
 
 What it shows: the configuration, data path, engine and judges run at the real model shape and
 corpus scale, with their time and memory. What it cannot show: accuracy (random weights answer
@@ -142,11 +145,58 @@ def make_encoder(folder: Path, shape: str, texts: list[str]) -> Path:
     return folder
 
 
+def make_kilt_inputs(folder: Path, pages: int, questions: int) -> dict:
+    """What ``workbench data paper`` reads, made from a KILT replica of ``pages`` pages alone:
+    ``kilt.jsonl`` (``write_replica``), ``wiki18.jsonl`` in Search-R1's layout (each page's second
+    paragraph under its title) and ``qa/`` in FlashRAG's layout (``nq/train``, ``hotpotqa/train``,
+    ``nq/test``, a third of ``questions`` each) asking which page an article links under an anchor's
+    words (the answer: a title the replica holds)."""
+    from workbench.kg.kilt_replica import write_replica
+
+    folder.mkdir(parents=True, exist_ok=True)
+    replica = write_replica(folder / "kilt.jsonl", pages, seed=0)
+    rows, passages = [], 0
+    with open(folder / "kilt.jsonl", encoding="utf-8") as kilt, open(folder / "wiki18.jsonl", "w") as wiki:
+        for line in kilt:
+            page = json.loads(line)
+            title, text = page["wikipedia_title"], page["text"]
+            if len(text) > 1:
+                wiki.write(json.dumps({"id": str(passages), "contents": f'"{title}"\n{text[1].strip()}'}) + "\n")
+                passages += 1
+            link = next((a for a in page["anchors"] if a.get("wikipedia_title")), None)
+            if link and len(rows) < questions:
+                rows.append({"id": str(len(rows)), "golden_answers": [link["wikipedia_title"]],
+                             "question": f'Which page does the article {title} link as "{link["text"]}"?'})
+    for k, (name, split) in enumerate((("nq", "train"), ("hotpotqa", "train"), ("nq", "test"))):
+        (folder / "qa" / name).mkdir(parents=True, exist_ok=True)
+        with open(folder / "qa" / name / f"{split}.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows[k::3])
+    return {"pages": replica["pages"], "kilt_bytes": replica["bytes"], "wiki18_passages": passages,
+            "questions": len(rows)}
+
+
+def data_paper(db: Path, inputs: Path, encoder: Path, cfg, val: int) -> list[dict]:
+    """``workbench data paper`` on ``make_kilt_inputs``'s files (the nq test set only)."""
+    from workbench import store
+    from workbench.data_pipeline import paper_steps, run_steps
+
+    steps = paper_steps(inputs / "kilt.jsonl", inputs / "wiki18.jsonl", inputs / "qa", encoder, cfg,
+                        datasets=("nq",), val=val, progress=False)
+    con = store.connect(db)
+    try:
+        return [{k: v for k, v in r.items() if k != "report"} for r in run_steps(con, steps)]
+    finally:
+        con.close()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="working folder (store, models, runs, figures)")
     p.add_argument("--shape", choices=sorted(SHAPES), default="3b")
-    p.add_argument("--entities", type=int, default=100_000)
+    p.add_argument("--entities", type=int, default=100_000, help="TinyWorld's entities, or the KILT replica's pages")
+    p.add_argument("--source", choices=["tinyworld", "kilt"], default="tinyworld",
+                   help="tinyworld: a TinyWorld store; kilt: a KILT replica, wiki-18 lines and QA files made from it, "
+                        "through workbench data paper (KILT import, wiki-18, E5 index, QA, seed pool, G_0)")
     p.add_argument("--rounds", type=int, default=2, help="rounds before the resume (one more after it)")
     p.add_argument("--slots", type=int, default=8, help="method.chains_per_round")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
@@ -169,34 +219,45 @@ def main(argv=None) -> int:
     stages = Stages()
     model = stages.run("model", make_model, out / "models" / f"qwen2.5-{args.shape}-random", args.shape)
     encoder = out / "models" / f"e5-base-random-{args.shape}"
+    kilt = args.source == "kilt"
+    dataset = "nq" if kilt else "tinyworld"  # evaluation's test set
     overrides = {"method.steps": args.rounds, "method.chains_per_round": args.slots, "method.val_questions": 4,
-                 "method.seed_dataset": "tinyworld", "method.val_dataset": "tinyworld",
                  "search.dense_model": str(encoder), "pool.walks": min(200_000, 4 * args.entities),
+                 **({} if kilt else {"method.seed_dataset": "tinyworld", "method.val_dataset": "tinyworld"}),
                  **dict(kv.split("=", 1) for kv in args.overrides)}
     cfg = preset("paper", **overrides)
     db = out / "data" / "paper.duckdb"
-    con = store.connect(db)
-    try:
-        stages.run("world", build_world, con, preset="tiny", n_entities=args.entities)
-        stages.run("pool G_0", build_pool, con, cfg.pool.walks, cfg.pool.min_hops, cfg.pool.max_hops, seed=0)
-        sample = [t for (t,) in con.execute(
-            "SELECT text FROM passages USING SAMPLE reservoir(20000 ROWS) REPEATABLE (0)").fetchall()]
+    if kilt:
+        inputs = out / "inputs"
+        stages.run("kilt inputs", make_kilt_inputs, inputs, args.entities, questions=3 * min(2000, args.entities))
+        with open(inputs / "wiki18.jsonl") as f:
+            sample = [json.loads(line)["contents"] for _, line in zip(range(20000), f)]
         stages.run("encoder", make_encoder, encoder, args.shape, sample)
-        stages.run("dense index", make_retriever, con, cfg.search)
-    finally:
-        con.close()
+        stages.run("data paper", data_paper, db, inputs, encoder, cfg, val=max(4, min(500, args.entities // 100)))
+    else:
+        con = store.connect(db)
+        try:
+            stages.run("world", build_world, con, preset="tiny", n_entities=args.entities)
+            stages.run("pool G_0", build_pool, con, cfg.pool.walks, cfg.pool.min_hops, cfg.pool.max_hops, seed=0)
+            sample = [t for (t,) in con.execute(
+                "SELECT text FROM passages USING SAMPLE reservoir(20000 ROWS) REPEATABLE (0)").fetchall()]
+            stages.run("encoder", make_encoder, encoder, args.shape, sample)
+            stages.run("dense index", make_retriever, con, cfg.search)
+        finally:
+            con.close()
     _release_cuda_cache()  # the encoder's and index's cached blocks, before the child processes start
     kw = dict(run="paper-smoke", method="coevokg", preset="paper", model=str(model), progress=True)  # rounds on stderr
     stages.run_apart(f"train {args.rounds} rounds", train, str(db), overrides=overrides, **kw)
     stages.run_apart("resume +1 round", train, str(db), overrides={**overrides, "method.steps": args.rounds + 1},
                      resume=True, **kw)
     best = out / "runs" / "paper-smoke" / "best"
-    stages.run_apart("evaluate best", evaluate, str(db), best if best.exists() else model, "tinyworld", "test",
+    stages.run_apart("evaluate best", evaluate, str(db), best if best.exists() else model, dataset, "test",
                      limit=8, preset="paper",
                      overrides={k: v for k, v in overrides.items() if not k.startswith("method.")},
                      backbone=f"qwen2.5-{args.shape}-random", method="coevokg")
     stages.run("figures", figures.build_all, db=str(db), out_dir=str(out / "figures"))
-    print(json.dumps({"summary": stages.rows, "shape": args.shape, "entities": args.entities}), flush=True)
+    print(json.dumps({"summary": stages.rows, "shape": args.shape, "source": args.source, "entities": args.entities}),
+          flush=True)
     return 0
 
 
