@@ -34,7 +34,7 @@ paper=(--set method.chains_per_round=64 --set method.group_size=5 --set rollout.
 model3b() {  # a random Qwen2.5-3B with the warm start's tokenizer padded to its vocabulary, made once
   local model="$S/qwen2.5-3b-random"
   [ -d "$model" ] || $PY -c "from workbench.method.gpu_bench import paper_shape_folder as f; \
-f('qwen2.5-3b', '$base', '$model', device='cuda')" >&2
+f('qwen2.5-3b', '$base', '$model', device='cuda')" >&2 || return 1
   echo "$model"
 }
 for part in "$@"; do
@@ -51,11 +51,11 @@ for part in "$@"; do
     gen3b) $wb bench gpu --shape qwen2.5-3b --parts generation update > "$OUT/gen3b.json" ;;
     gen7b) $wb bench gpu --shape qwen2.5-7b --parts generation update > "$OUT/gen7b.json" ;;
     gen8b) $wb bench gpu --shape llama-3.1-8b --parts generation update > "$OUT/gen8b.json" ;;
-    loop3b|loop3b_v1|loop3b_mp) env=(); engines=(vllm hf)
-              [ $part = loop3b_v1 ] && env=(VLLM_USE_V2_MODEL_RUNNER=0)
-              [ $part = loop3b_mp ] && env=(VLLM_ENABLE_V1_MULTIPROCESSING=1) && engines=(vllm)
-              env "${env[@]}" $wb bench gpu --shape qwen2.5-3b --parts loop --engines "${engines[@]}" --model "$base" \
-                --round-model "$(model3b)" --db "$db" --set rollout.max_new_tokens=64 > "$OUT/$part.json" ;;
+    loop3b|loop3b_v1|loop3b_mp) vars=(); engines=(vllm hf); model=$(model3b) || exit 1
+              [ $part = loop3b_v1 ] && vars=(VLLM_USE_V2_MODEL_RUNNER=0)
+              [ $part = loop3b_mp ] && vars=(VLLM_ENABLE_V1_MULTIPROCESSING=1) && engines=(vllm)
+              env "${vars[@]}" $wb bench gpu --shape qwen2.5-3b --parts loop --engines "${engines[@]}" \
+                --round-model "$model" --db "$db" --set rollout.max_new_tokens=64 > "$OUT/$part.json" ;;
     round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
                > "$OUT/round3b.json" ;;
     retrieval) $wb bench gpu --parts retrieval > "$OUT/retrieval.json" ;;
@@ -69,7 +69,7 @@ bad=[(r['round'],k,r[k],s[k]) for r,s in zip(a,b) for k in r if not k.startswith
 (isinstance(r[k],float) and math.isclose(r[k],s[k],rel_tol=1e-5,abs_tol=1e-8 if k=='kl' else 1e-9))]; \
 print(json.dumps({'rounds':len(a),'outside_tolerance':bad}))" "$OUT/ddp_equiv-1.json" "$OUT/ddp_equiv-2.json" \
                  > "$OUT/ddp_equiv.json" ;;
-    scale3b) model=$(model3b)
+    scale3b) model=$(model3b) || exit 1
              for n in 1 2 4 8; do
                [ "$n" -le "$(nvidia-smi -L | wc -l)" ] || continue
                $wb train --gpus $n --preset tiny --model "$model" --steps 1 --db "$db" --run "scale-$n" --overwrite \

@@ -345,8 +345,9 @@ def test_vllm_backend_can_stop_on_token_ids_and_decode_once(fake_vllm, tok):
 
 
 def test_vllm_backend_row_seeds_off_leaves_sampling_to_the_engine_stream(fake_vllm, tok):
-    """row_seeds=False (an experiment, issue 14): no request carries its own seed, so vLLM samples the
-    batch from its one generator instead of one request at a time; the default seeds every row."""
+    """row_seeds=False (an experiment, issue 14): no request carries its own seed, so vLLM draws the
+    batch's noise from its one generator (its V1 runner draws a seeded request's alone); the default
+    seeds every row."""
     from workbench.policy.generation import Choices, VLLMBackend
 
     b = VLLMBackend("model-dir", tok, row_seeds=False)
@@ -377,3 +378,30 @@ def test_vllm_backend_sync_loads_merged_weights_or_serves_the_adapter(fake_vllm,
     assert sorted(p.name for p in hot._adapters.iterdir()) == ["v2"]  # older adapters are removed
     hot.generate([[1]], max_new_tokens=2, temperature=0, top_p=1)
     assert hot.llm.calls[-1][2] is hot.lora_request
+
+
+def test_bench_loop_times_the_loops_way_then_each_experiment_then_the_loops_way_again(fake_vllm, db):
+    """``bench gpu --parts loop`` on vLLM (here the stand-in): the loop's way, the experiments the
+    tokenizer allows (its tags are single tokens, so all three), the loop's way again; each timing
+    starts from an empty prefix cache, and vLLM receives what its name says."""
+    from workbench.method import gpu_bench as gb
+
+    marks = []  # (engine, its calls so far) at each prefix-cache reset: a timing begins
+    reset = _FakeLLM.reset_prefix_cache
+
+    def watched(llm):
+        marks.append((llm, len(llm.calls)))
+        reset(llm)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_FakeLLM, "reset_prefix_cache", watched)
+        out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
+                            bandwidth=gb.HBM_BYTES_PER_S)
+    assert list(out["engines"]) == ["vllm", "vllm_engine_seed", "vllm_stop_tokens", "vllm_stop_tokens_engine_seed",
+                                    "vllm_again"]
+    llm = marks[0][0]
+    first = [llm.calls[n][1][0] for _, n in marks]  # the first request of each timing
+    assert [(hasattr(p, "stop_token_ids"), p.seed is not None) for p in first] == [
+        (False, True), (False, False), (True, True), (True, False), (False, True)]
+    assert all(r["generated_tokens"] > 0 for r in out["engines"].values())
+    assert set(out["env"]) == {"VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING"}

@@ -170,7 +170,7 @@ def test_e5_detection_and_prefixes(dense):
     assert float(enc.queries(["Dagiju"])[0] @ enc.passages(["Dagiju"])[0]) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_encoder_runs_in_float32_on_the_cpu_and_half_gives_the_same_neighbours(dense):
+def test_encoder_runs_in_float32_on_the_cpu_and_half_gives_the_same_directions(dense):
     """half=None keeps float32 off CUDA (the tiny tier's numbers); half=True is the CUDA default
     (Search-R1 runs E5 in float16): float32 embeddings out, near the float32 model's."""
     import torch

@@ -583,15 +583,17 @@ def bench_logprobs(model, db, preset: str, device: str, overrides: dict | None =
 
 
 def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, bandwidth: float,
-               overrides: dict | None = None, group: int = 4) -> dict:  # pragma: no cover - CUDA only
+               overrides: dict | None = None, group: int = 4) -> dict:
     """``rollout`` as the round calls it (multi-turn, stop strings, masks, the search tool, the
     preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions
     x ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at
     the measured mean context. A random model never answers: every row uses its turns. vLLM is
-    timed on one engine as the loop runs it (stop strings, one seed per row) and with two
-    experiments, alone and together: ``VLLMBackend.row_seeds`` off (``*_engine_seed``: the engine's
-    one sampling stream; vLLM samples seeded requests one by one) and, where every stop string is
-    one token, ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens*``: no per-step detokenisation).
+    timed on one engine as the loop runs it (stop strings, one seed per row), with two experiments
+    alone and together: ``VLLMBackend.row_seeds`` off (``*_engine_seed``: the engine's one sampling
+    stream; vLLM's V1 runner draws the noise of each seeded request with a kernel of its own) and,
+    where every stop string is one token, ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens*``: no
+    per-step detokenisation), then as the loop runs it again (``vllm_again``: the drift). The
+    prefix cache is emptied before each timing.
     The engine's settings come from the environment (``VLLM_USE_V2_MODEL_RUNNER``,
     ``VLLM_ENABLE_V1_MULTIPROCESSING``), so ``scripts/gpu_engine.sh`` runs variants apart."""
     from workbench.policy import protocol
@@ -606,7 +608,10 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
            "env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING")}}
 
     def timed(policy, name: str) -> dict:
-        rollout(policy, search, questions[:2], 1, **{**kwargs, "max_turns": 1})  # warm-up
+        # warm-up: 16 rows, as vLLM switches its top-k/top-p to a Triton kernel (compiled once) from 8
+        rollout(policy, search, questions[:16], 1, **{**kwargs, "max_turns": 1})
+        if hasattr(policy.backend, "llm"):  # no variant reads prefixes another one cached
+            policy.backend.llm.reset_prefix_cache()
         _sync(device)
         start = time.perf_counter()
         rows = rollout(policy, search, questions, group, **kwargs, seed=0)
@@ -629,14 +634,13 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
             out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
             continue
         out["engines"][engine] = timed(policy, engine)
-        if engine == "vllm":  # the experiments, on the same engine
-            backend, by_token = policy.backend, bool(policy.backend.stop_tokens(protocol.STOP_STRINGS))
-            for name, stop_by_token, row_seeds in (("vllm_engine_seed", False, False),
-                                                   ("vllm_stop_tokens", True, True),
-                                                   ("vllm_stop_tokens_engine_seed", True, False)):
-                if by_token or not stop_by_token:
-                    backend.stop_by_token, backend.row_seeds = stop_by_token, row_seeds
-                    out["engines"][name] = timed(policy, name)
+        if engine == "vllm":  # the experiments on the same engine, then the loop's way again (drift)
+            variants = [("vllm_engine_seed", False, False)]
+            if policy.backend.stop_tokens(protocol.STOP_STRINGS):
+                variants += [("vllm_stop_tokens", True, True), ("vllm_stop_tokens_engine_seed", True, False)]
+            for name, stop_by_token, row_seeds in (*variants, ("vllm_again", False, True)):
+                policy.backend.stop_by_token, policy.backend.row_seeds = stop_by_token, row_seeds
+                out["engines"][name] = timed(policy, name)
         del policy
         _reset_peak(device)
     hf, vllm = out["engines"].get("hf", {}), out["engines"].get("vllm", {})

@@ -308,7 +308,7 @@ class VLLMBackend:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.tokenizer, self.sync_mode, self.logprobs = tokenizer, sync, logprobs
         self.stop_by_token = stop_by_token  # an experiment (bench gpu --parts loop), off until measured
-        # False: the engine's one sampling stream (an experiment: per-request generators sample row by row)
+        # False: the engine's one sampling stream (an experiment: vLLM's V1 runner draws a seeded request's noise alone)
         self.row_seeds = row_seeds
         self._stop_tokens: dict[tuple[str, ...], dict[int, str] | None] = {}
         self.lora_request = None  # the adapter served now (sync "lora", after the first sync)

@@ -194,15 +194,15 @@ class Encoder:
     """
 
     def __init__(self, model: str | None = None, e5: bool | None = None, batch_size: int = 256,
-                 half: bool | None = None, device: str | None = None):
+                 half: bool | None = None):
         from sentence_transformers import SentenceTransformer
 
         self.name = DEFAULT_ENCODER if model in (None, "all-MiniLM-L6-v2") else str(model)
         self.path = resolve_model(model)
         self.e5 = is_e5(self.name) if e5 is None else bool(e5)
         self.batch_size = batch_size
-        self.model = SentenceTransformer(self.path, device=device, local_files_only=True)
-        if self.model.device.type == "cuda" if half is None else half:
+        self.model = SentenceTransformer(self.path, device=None, local_files_only=True)
+        if (self.model.device.type == "cuda") if half is None else half:
             self.model.half()
 
     def fingerprint(self) -> str:
