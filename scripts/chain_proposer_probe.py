@@ -11,7 +11,9 @@ admitted per chain) and the rejection reasons.
     PYTHONPATH=$PWD python scripts/chain_proposer_probe.py --store /tmp/probe.duckdb --rounds 5
 """
 import argparse
+import contextlib
 import json
+import sys
 from collections import Counter
 
 from workbench import config, store
@@ -38,7 +40,9 @@ def probe_trainer(args, kind=Trainer):
     cfg = config.preset(args.preset)
     con = store.connect(args.store)
     ensure_world(con, cfg)
-    policy, reference = load_policies(cfg, args.model or warm_start(con, cfg, seed=0), None)
+    with contextlib.redirect_stdout(sys.stderr):  # the warm start's progress: stdout is the report alone
+        base = args.model or warm_start(con, cfg, seed=0)
+    policy, reference = load_policies(cfg, base, None)
     return con, cfg, kind(con, cfg, method_spec("coevokg"), "probe", policy, reference, make_retriever(con, cfg.search))
 
 

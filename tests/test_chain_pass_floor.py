@@ -15,7 +15,7 @@ def floor(db: Path, draws: int, per_chain: Path) -> dict:
                            "--rounds", "2", "--draws", str(draws), "--per-chain", str(per_chain)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout[done.stdout.index("{"):])
+    return json.loads(done.stdout)  # stdout is the JSON report alone
 
 
 def test_redraws_keep_the_chains_and_draw_zero_is_the_loops_own(tmp_path):

@@ -16,7 +16,7 @@ def test_the_probe_gates_the_same_candidates_under_each_vocabulary(tmp_path):
     done = subprocess.run([sys.executable, "scripts/chain_proposer_probe.py", "--store", str(db), "--preset", "smoke",
                            "--rounds", "2"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout[done.stdout.index("{"):])
+    report = json.loads(done.stdout)  # stdout is the JSON report alone
     assert report["candidates"] == report["chains"] * 2  # smoke: 2 chains a round, M = 2
     rows = report["vocabulary"]
     assert list(rows) == ["exact", "forms", "forms_types"]
