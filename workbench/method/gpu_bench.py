@@ -608,8 +608,6 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
            "env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING")}}
 
     def timed(policy, name: str) -> dict:
-        # warm-up: 16 rows, as vLLM switches its top-k/top-p to a Triton kernel (compiled once) from 8
-        rollout(policy, search, questions[:16], 1, **{**kwargs, "max_turns": 1})
         if hasattr(policy.backend, "llm"):  # no variant reads prefixes another one cached
             policy.backend.llm.reset_prefix_cache()
         _sync(device)
@@ -633,6 +631,8 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
         except ImportError as err:
             out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
             continue
+        # warm-up, once an engine: 16 rows, as vLLM switches its top-k/top-p to a Triton kernel (compiled once) from 8
+        rollout(policy, search, questions[:16], 1, **{**kwargs, "max_turns": 1})
         out["engines"][engine] = timed(policy, engine)
         if engine == "vllm":  # the experiments on the same engine, then the loop's way again (drift)
             variants = [("vllm_engine_seed", False, False)]
