@@ -10,6 +10,7 @@
 #   loop3b     rollout() itself at the 3B shape on both engines, 256 trajectories (vLLM's experiments on its engine)
 #   loop3b_v1  loop3b with vLLM's V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0; 0.26 picks V2 for dense models)
 #   loop3b_mp  vLLM alone in loop3b with its engine core in a process of its own (VLLM_ENABLE_V1_MULTIPROCESSING=1)
+#              (loop3b*: LOOP_ENGINES="vllm" times vLLM alone; LOOP_PROFILE=1 adds a cProfile'd pass, bench gpu --profile)
 #   round3b    one CoEvoKG round at paper shape (3B, 64 questions x 5 rollouts, 8 turns, top-3, LoRA 16)
 #   gen7b gen8b  the same as gen3b at the Qwen2.5-7B / Llama-3.1-8B shapes
 #   retrieval  dense search of 256 queries over 1M and 10M x 768 vectors: FAISS on the CPU vs torch top-k on the GPU
@@ -51,11 +52,12 @@ for part in "$@"; do
     gen3b) $wb bench gpu --shape qwen2.5-3b --parts generation update > "$OUT/gen3b.json" ;;
     gen7b) $wb bench gpu --shape qwen2.5-7b --parts generation update > "$OUT/gen7b.json" ;;
     gen8b) $wb bench gpu --shape llama-3.1-8b --parts generation update > "$OUT/gen8b.json" ;;
-    loop3b|loop3b_v1|loop3b_mp) vars=(); engines=(vllm hf); model=$(model3b) || exit 1
+    loop3b|loop3b_v1|loop3b_mp) vars=(); engines=(${LOOP_ENGINES:-vllm hf}); model=$(model3b) || exit 1
               [ $part = loop3b_v1 ] && vars=(VLLM_USE_V2_MODEL_RUNNER=0)
               [ $part = loop3b_mp ] && vars=(VLLM_ENABLE_V1_MULTIPROCESSING=1) && engines=(vllm)
               env "${vars[@]}" $wb bench gpu --shape qwen2.5-3b --parts loop --engines "${engines[@]}" \
-                --round-model "$model" --db "$db" --set rollout.max_new_tokens=64 > "$OUT/$part.json" ;;
+                --round-model "$model" --db "$db" --set rollout.max_new_tokens=64 ${LOOP_PROFILE:+--profile} \
+                > "$OUT/$part.json" ;;
     round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
                > "$OUT/round3b.json" ;;
     retrieval) $wb bench gpu --parts retrieval > "$OUT/retrieval.json" ;;

@@ -404,4 +404,20 @@ def test_bench_loop_times_the_loops_way_then_each_experiment_then_the_loops_way_
     assert [(hasattr(p, "stop_token_ids"), p.seed is not None) for p in first] == [
         (False, True), (False, False), (True, True), (True, False), (False, True)]
     assert all(r["generated_tokens"] > 0 for r in out["engines"].values())
+    assert all(r["gc_s"] >= 0 and len(r["gc_collections"]) == 3 for r in out["engines"].values())
     assert set(out["env"]) == {"VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    assert "profile" not in out
+
+
+def test_bench_loop_profiles_the_loops_way_once_more_when_asked(fake_vllm, db):
+    """``--profile``: one more timing of the loop's way under cProfile, after the clean ones, and
+    the functions with the most time of their own (the rollout's own among them)."""
+    from workbench.method import gpu_bench as gb
+
+    out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
+                        bandwidth=gb.HBM_BYTES_PER_S, profile=True)
+    assert list(out["engines"])[-2:] == ["vllm_again", "vllm_profiled"]
+    assert out["engines"]["vllm_profiled"]["generated_tokens"] == out["engines"]["vllm"]["generated_tokens"]
+    top = out["profile"]
+    assert 0 < len(top) <= 25 and top == sorted(top, key=lambda r: -r["tottime_s"])
+    assert all(r["calls"] >= 1 and r["cumtime_s"] >= r["tottime_s"] for r in top)

@@ -107,6 +107,8 @@ def _gpu_args(p: argparse.ArgumentParser) -> None:
                    help="loop and round: this model directory instead of the random --shape one")
     p.add_argument("--preset", default="tiny", help="the round's preset")
     p.add_argument("--db", default=None, help="the round's store (default: the preset's)")
+    p.add_argument("--profile", action="store_true", default=None,
+                   help="loop: vLLM runs the loop's way once more under cProfile (the top functions in the JSON)")
     add_set(p)
 
 

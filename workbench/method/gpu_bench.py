@@ -45,6 +45,7 @@ import logging
 import os
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -155,7 +156,7 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
               update_tokens: int = 1024, update_steps: int = 3, round_model: str | None = None, db=None,
               preset: str = "tiny", overrides: dict | None = None, bandwidth: float = HBM_BYTES_PER_S,
               seed: int = 0, parts=("generation", "update"), model: str | None = None,
-              retrieval_sizes=(1_000_000, 10_000_000)) -> dict:
+              retrieval_sizes=(1_000_000, 10_000_000), profile: bool = False) -> dict:
     """Measure the ``parts`` of the module docstring and return them as one JSON-ready dict.
 
     ``model`` (a model directory with its tokenizer, e.g. the warm start) is what ``logprobs``
@@ -194,7 +195,8 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-gpu-shape-"))
             paper_shape_folder(shape, model, folder, device, seed)
         if "loop" in parts:
-            result["loop"] = bench_loop(folder, spec, db, preset, device, engines, batch, bandwidth, overrides)
+            result["loop"] = bench_loop(folder, spec, db, preset, device, engines, batch, bandwidth, overrides,
+                                        profile=profile)
         if "round" in parts:
             result["round"] = bench_round(folder, db, preset, overrides or {}, device)
     result["goals"] = goals(result)
@@ -582,8 +584,52 @@ def bench_logprobs(model, db, preset: str, device: str, overrides: dict | None =
     return out
 
 
+@contextlib.contextmanager
+def gc_seconds():
+    """Seconds the garbage collector ran inside the block, by generation (``gc.callbacks``): the
+    rollout's Python work per decode step includes it, and a large heap makes full collections slow.
+
+    Example:
+        >>> with gc_seconds() as spent:
+        ...     _ = gc.collect()
+        >>> spent["collections"][2] >= 1 and spent["seconds"] >= 0
+        True
+    """
+    spent = {"seconds": 0.0, "collections": [0, 0, 0]}
+    started = []
+
+    def callback(phase, info):
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            spent["seconds"] += time.perf_counter() - started.pop()
+            spent["collections"][info["generation"]] += 1
+    gc.callbacks.append(callback)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(callback)
+
+
+def profile_top(profiler, n: int = 25) -> list[dict]:
+    """The ``n`` functions with the most time of their own in a finished ``cProfile.Profile``.
+
+    Example:
+        >>> import cProfile
+        >>> pr = cProfile.Profile(); _ = pr.runcall(sorted, range(1000)); top = profile_top(pr, 3)
+        >>> sorted(top[0]) == ["calls", "cumtime_s", "function", "tottime_s"]
+        True
+    """
+    import pstats
+
+    stats = pstats.Stats(profiler).stats
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:n]
+    return [{"function": f"{Path(file).name}:{line}:{name}", "calls": calls, "tottime_s": round(tt, 4),
+             "cumtime_s": round(ct, 4)} for (file, line, name), (_, calls, tt, ct, _) in rows]
+
+
 def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, bandwidth: float,
-               overrides: dict | None = None, group: int = 4) -> dict:
+               overrides: dict | None = None, group: int = 4, profile: bool = False) -> dict:
     """``rollout`` as the round calls it (multi-turn, stop strings, masks, the search tool, the
     preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions
     x ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at
@@ -593,7 +639,10 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     stream; vLLM's V1 runner draws the noise of each seeded request with a kernel of its own) and,
     where every stop string is one token, ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens*``: no
     per-step detokenisation), then as the loop runs it again (``vllm_again``: the drift). The
-    prefix cache is emptied before each timing.
+    prefix cache is emptied before each timing. Each timing reports the garbage collector's seconds
+    in it (``gc_s``); with ``profile`` vLLM runs the loop's way once more under ``cProfile``
+    (``vllm_profiled``, slower by the profiler's overhead) and ``profile`` lists the functions with
+    the most time of their own: where this process's time goes between decode steps.
     The engine's settings come from the environment (``VLLM_USE_V2_MODEL_RUNNER``,
     ``VLLM_ENABLE_V1_MULTIPROCESSING``), so ``scripts/gpu_engine.sh`` runs variants apart."""
     from workbench.policy import protocol
@@ -612,7 +661,8 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
             policy.backend.llm.reset_prefix_cache()
         _sync(device)
         start = time.perf_counter()
-        rows = rollout(policy, search, questions, group, **kwargs, seed=0)
+        with gc_seconds() as spent:
+            rows = rollout(policy, search, questions, group, **kwargs, seed=0)
         seconds = time.perf_counter() - start
         generated = sum(sum(t.loss_mask) for t in rows)
         context, per_row = sum(t.length for t in rows) / len(rows), generated / len(rows)
@@ -620,7 +670,8 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
         row = {"seconds": seconds, "generated_tokens": generated, "tokens_per_s": generated / seconds,
                "mean_turns": sum(t.turns for t in rows) / len(rows), "mean_length": context,
                "generation_s": sum(t.gen_seconds for t in rows), "roofline_tokens_per_s": roof["tokens_per_s"],
-               "roofline_share": generated / seconds / roof["tokens_per_s"]}
+               "roofline_share": generated / seconds / roof["tokens_per_s"], "gc_s": spent["seconds"],
+               "gc_collections": spent["collections"]}
         log.info("loop %s %s", name, json.dumps(row))  # a call cut short still shows what was measured
         return row
 
@@ -641,6 +692,13 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
             for name, stop_by_token, row_seeds in (*variants, ("vllm_again", False, True)):
                 policy.backend.stop_by_token, policy.backend.row_seeds = stop_by_token, row_seeds
                 out["engines"][name] = timed(policy, name)
+            if profile:
+                import cProfile
+
+                profiler = cProfile.Profile()
+                out["engines"]["vllm_profiled"] = profiler.runcall(timed, policy, "vllm_profiled")
+                out["profile"] = profile_top(profiler)
+                log.info("loop profile %s", json.dumps(out["profile"]))
         del policy
         _reset_peak(device)
     hf, vllm = out["engines"].get("hf", {}), out["engines"].get("vllm", {})
