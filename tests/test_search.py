@@ -185,6 +185,53 @@ def test_encoder_runs_in_float32_on_the_cpu_and_half_gives_the_same_directions(d
     assert (full * low).sum(axis=1).min() > 0.999  # the same direction, to float16's precision
 
 
+def test_encoder_gives_sentence_transformers_own_embeddings(dense):
+    """The encoder tokenises in one Rust batch call and pads with numpy (not transformers' slow
+    tensor conversion): the vectors are the ones ``SentenceTransformer.encode`` returns, whatever the
+    batching, for texts longer than the model's 256 tokens too, and for no text at all."""
+    enc = dense.index.encoder
+    assert enc.tokens is not None  # the fast path is the one under test
+    texts = ["Dagiju", "Saffa is a desert country on the southern coast; its capital is Mirrel.",
+             " ".join(["Veruna glassworks and the Pollar Institute"] * 80), "", "Grey Tide, a film"] * 3
+    small = Encoder(enc.path, batch_size=4)  # batches that mix lengths differently from encode's
+    for e in (enc, small):
+        ours = e.passages(texts)
+        theirs = e.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+        assert ours.dtype == np.float32 and np.abs(ours - theirs).max() < 1e-5
+    assert enc.passages([]).shape == (0, enc.model.get_embedding_dimension())
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_text_tokenizer_pads_as_the_hf_tokenizer_pads(dense, side):
+    from workbench.search.encoder import TextTokenizer
+
+    hf = dense.index.encoder.model.tokenizer
+    hf.padding_side = side
+    try:
+        tokens = TextTokenizer(hf, max_length=12)
+        texts = ["Dagiju", "Tamsin Ore was born in Dagiju and became a famous violinist.", "a b"]
+        expected = hf(texts, padding=True, truncation=True, max_length=12, return_tensors="np")
+        got = tokens.pad(tokens.encode_batch(texts))
+    finally:
+        hf.padding_side = "right"
+    assert set(got) == set(hf.model_input_names)
+    assert all(np.array_equal(got[k], expected[k]) for k in got) and got["input_ids"].shape == (3, 12)
+
+
+def test_encoder_falls_back_to_encode_for_a_model_with_a_default_prompt(dense, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from workbench.search.encoder import text_tokenizer
+
+    enc = dense.index.encoder
+    prompted = SentenceTransformer(enc.path, device="cpu", prompts={"doc": "doc: "}, default_prompt_name="doc")
+    assert text_tokenizer(prompted) is None  # encode would add the prompt; the fast path would not
+    prompted.save(str(tmp_path / "prompted"))
+    again = Encoder(str(tmp_path / "prompted"))
+    assert again.tokens is None
+    assert np.allclose(again.passages(["Dagiju"]), prompted.encode(["Dagiju"], normalize_embeddings=True), atol=1e-6)
+
+
 def test_cache_counts_hits_and_returns_identical_results(db):
     tool = SearchTool(db, index="bm25")
     first = tool.search(["Grey Tide director", "Saffa capital"])
@@ -253,6 +300,9 @@ def test_bench_recall_and_speed_on_bm25(db, tmp_path):
     s = bench.speed(tool, [q for q, _, _ in questions], batch=16)
     assert s["batch"] == 16 and s["batched_qps"] > 0 and s["single_qps"] > 0
     assert tool.use_cache and tool.cache_stats()["hits"] == 0  # speed runs without the cache
+    enc = bench.encode_speed(Encoder(), tool.corpus.contents)
+    assert enc["passages"] == 15 and enc["encode_per_s"] > 0 and enc["workbench_per_s"] > 0
+    assert enc["max_abs_diff"] < 1e-5
     make_store(tmp_path / "noq.duckdb").close()
     with pytest.raises(ValueError, match="no 'tinyworld' single_hop questions"):
         bench.bench_retrieval(db=str(tmp_path / "noq.duckdb"), preset="smoke")

@@ -3,7 +3,8 @@
 Speed: ``batch`` distinct queries (TinyWorld's single-hop questions; when fewer, cycled with a
 numbered suffix) searched in one call vs one call per query, cache off, after a warm-up call;
 keys ``batched_qps``, ``single_qps``, ``batched_vs_single`` per index (goal: at least 10x at
-batch 256 for dense). ``torch_threads`` and ``load_avg_1min`` are reported beside them: on a
+batch 256 for dense). ``dense.encode``: the encoder's passages/s against sentence-transformers'
+``encode`` over the same (at most 2,048) passages (``encode_speed``). ``torch_threads`` and ``load_avg_1min`` are reported beside them: on a
 shared, busy CPU a multi-threaded single-query encode mostly waits for its threads, which
 inflates the ratio; ``OMP_NUM_THREADS=1`` gives the uncontended per-core picture.
 
@@ -83,6 +84,25 @@ def speed(tool, queries: list[str], batch: int = 256, k: int = 3) -> dict:
             "batched_vs_single": single / batched}
 
 
+def encode_speed(encoder, texts: list[str]) -> dict:
+    """Passages/s of ``encoder.passages`` (one Rust tokenizer call, numpy padding) against
+    sentence-transformers' ``encode`` of the same strings (its own tokenisation), after a warm-up of
+    each; ``max_abs_diff`` between their vectors."""
+    import numpy as np
+
+    strings = [f"passage: {t}" for t in texts] if encoder.e5 else list(texts)
+    timings = {}
+    for name, fn in (("encode", lambda: encoder.model.encode(strings, batch_size=encoder.batch_size,
+                                                             normalize_embeddings=True, convert_to_numpy=True)),
+                     ("workbench", lambda: encoder.passages(texts))):
+        fn()
+        t0 = time.perf_counter()
+        timings[name] = (fn(), time.perf_counter() - t0)
+    (theirs, slow), (ours, fast) = timings["encode"], timings["workbench"]
+    return {"passages": len(texts), "encode_per_s": len(texts) / slow, "workbench_per_s": len(texts) / fast,
+            "workbench_vs_encode": slow / fast, "max_abs_diff": float(np.abs(ours - theirs).max())}
+
+
 def bench_retrieval(db: str | None = None, preset: str = "tiny", batch: int = 256, threads: int | None = None) -> dict:
     """Speed and recall@3 of BM25 and dense retrieval (see module doc) over the ``preset``'s
     TinyWorld built in memory, or the store ``db`` read-only (``kg.bench_store``). ``batch``:
@@ -118,6 +138,8 @@ def bench_retrieval(db: str | None = None, preset: str = "tiny", batch: int = 25
             result = {"open_seconds": time.perf_counter() - t0}
             result.update(speed(tool, [q for q, _, _ in questions], batch=batch))
             result.update(recall(tool, questions, k=3))
+            if kind == "dense":
+                result["encode"] = encode_speed(tool.index.encoder, tool.corpus.contents[:2048])
             out[kind] = result
         out["passages"] = len(tool.corpus)
         return out

