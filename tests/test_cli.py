@@ -42,6 +42,28 @@ def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, capsys):
     assert "--set: expected section.field=value" in capsys.readouterr().err
 
 
+def test_a_librarys_runtime_error_keeps_its_traceback_and_the_workbenchs_own_does_not(monkeypatch, capsys):
+    """A CUDA failure inside vLLM reached the user as one line (session 17's loop bench): a
+    RuntimeError from outside the package prints its traceback; the workbench's own stops do not."""
+    import argparse
+
+    from workbench.method.update import NonFiniteGuard
+
+    def library(args):  # this file is outside the package, as vLLM's and torch's are
+        raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    def own(args):
+        NonFiniteGuard(max_consecutive=1).check(float("nan"))
+
+    for func, traced in ((library, True), (own, False)):
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_args",
+                            lambda self, argv=None: argparse.Namespace(command="world", func=func))
+        assert main([]) == 1
+        err = capsys.readouterr().err
+        assert ("Traceback (most recent call last)" in err) is traced and "workbench world: stopped: " in err
+        assert ("test_cli.py" in err) is traced
+
+
 def test_set_overrides_take_the_field_type():
     from workbench.config import preset
 

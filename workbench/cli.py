@@ -25,6 +25,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def raised_by_workbench(err: BaseException) -> bool:
+    """Whether ``err`` is a plain RuntimeError raised in the workbench's own code (its message is
+    the whole story); a library's error (a CUDA failure inside vLLM, say) keeps its traceback.
+
+    Example:
+        >>> try:
+        ...     raise RuntimeError("raised outside the package")
+        ... except RuntimeError as e:
+        ...     raised_by_workbench(e)
+        False
+    """
+    import traceback
+    from pathlib import Path
+
+    frames = traceback.extract_tb(err.__traceback__)
+    package = Path(__file__).resolve().parent
+    return type(err) is RuntimeError and bool(frames) and package in Path(frames[-1].filename).resolve().parents
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -60,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     except RuntimeError as err:  # e.g. training stopped after repeated non-finite steps
+        if not raised_by_workbench(err):  # a library's failure (CUDA, vLLM): where it happened is the clue
+            import traceback
+
+            traceback.print_exception(err, file=sys.stderr)
         print(f"workbench {args.command}: stopped: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
