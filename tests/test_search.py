@@ -185,7 +185,7 @@ def test_encoder_runs_in_float32_on_the_cpu_and_half_gives_the_same_directions(d
     assert (full * low).sum(axis=1).min() > 0.999  # the same direction, to float16's precision
 
 
-def test_encoder_gives_sentence_transformers_own_embeddings(dense):
+def test_encoder_gives_sentence_transformers_own_embeddings(dense, monkeypatch):
     """The encoder tokenises in one Rust batch call and pads with numpy (not transformers' slow
     tensor conversion): the vectors are the ones ``SentenceTransformer.encode`` returns, whatever the
     batching, for texts longer than the model's 256 tokens too, and for no text at all."""
@@ -194,6 +194,7 @@ def test_encoder_gives_sentence_transformers_own_embeddings(dense):
     texts = ["Dagiju", "Saffa is a desert country on the southern coast; its capital is Mirrel.",
              " ".join(["Veruna glassworks and the Pollar Institute"] * 80), "", "Grey Tide, a film"] * 3
     small = Encoder(enc.path, batch_size=4)  # batches that mix lengths differently from encode's
+    monkeypatch.setattr("workbench.search.encoder.EMBED_SLICE", 7)  # and slices of a call (15 texts: 7, 7, 1)
     for e in (enc, small):
         ours = e.passages(texts)
         theirs = e.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)

