@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from workbench import cli, store
-from workbench.search.index import Encoder, is_e5, load_corpus
+from workbench.search.encoder import Encoder, is_e5
+from workbench.search.index import load_corpus
 from workbench.search.tool import Hit, SearchTool, render
 
 # (entity_id, title, type, [paragraphs]): invented names, so no encoder has memorised them.

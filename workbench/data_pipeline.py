@@ -47,6 +47,7 @@ from workbench.kg import pool as kg_pool
 from workbench.kg import sources
 from workbench.plan import TABLE1_DATASETS
 from workbench.search import index as search_index
+from workbench.search.encoder import is_e5
 
 PIPELINE = "paper"
 SOURCE_STEPS = ("kilt", "wiki18")  # a change of either is a new world
@@ -195,7 +196,7 @@ def e5_model(folder: str | Path, dense_model: str) -> str:
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"--e5 {folder}: no model folder (download intfloat/e5-base-v2 there)")
-    if not search_index.is_e5(folder.name):
+    if not is_e5(folder.name):
         raise ValueError(f"--e5 {folder}: the folder's name does not name an E5 model (e.g. e5-base-v2), so the "
                          "index and the runs would not add E5's 'query: '/'passage: ' prefixes; rename the folder")
     run_model = Path(paths.local_model(dense_model))

@@ -39,8 +39,7 @@ import numpy as np
 
 from workbench.search.dense_stream import (CORPUS_SQL, DENSE_CHUNK, build_flat_index, complete,
                                            corpus_digest, hash_row)
-
-from workbench.search.encoder import DEFAULT_ENCODER, Encoder, is_e5, resolve_model  # noqa: F401  (re-exported)
+from workbench.search.encoder import Encoder
 
 
 def contents(title: str, text: str) -> str:
