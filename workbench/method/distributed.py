@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -71,6 +72,22 @@ def shard_bounds(n: int, rank: int, world: int) -> tuple[int, int]:
     return start, start + base + (1 if rank < extra else 0)
 
 
+def collective(method):
+    """A ``Dist`` method whose collective failed because the group broke (another rank stopped:
+    the launcher names it, and its error is above) raises one line of the workbench's instead of
+    torch.distributed's traceback; other errors (a CUDA failure, running out of memory) pass."""
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except RuntimeError as err:
+            if type(err) is not RuntimeError and not isinstance(err, torch_dist.DistError):
+                raise
+            raise RuntimeError(f"rank {self.rank}: {method.__name__} failed, the process group broke (another rank "
+                               f"stopped?): {str(err).splitlines()[0]}") from err
+    return wrapped
+
+
 @dataclass
 class Dist:
     """This process's place in the group: ``rank`` of ``world``, and where rank 0's retriever is
@@ -85,12 +102,14 @@ class Dist:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    @collective
     def broadcast(self, obj=None):
         """Rank 0's ``obj`` on every rank (pickled; ``torch.distributed.broadcast_object_list``)."""
         box = [obj if self.is_main else None]
         torch_dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    @collective
     def gather(self, obj) -> list:
         """Every rank's ``obj``, in rank order, on every rank."""
         out = [None] * self.world
@@ -107,6 +126,7 @@ class Dist:
         rank gets short and long rows alike."""
         return order[self.rank::self.world]
 
+    @collective
     def all_reduce_step(self, params: list[torch.Tensor], sums: dict, bucket: int = 1 << 26) -> dict:
         """Sum every trainable gradient over ranks, in place, in flat buffers of at most ``bucket``
         elements (a rank without a gradient adds zeros); a parameter no rank has a gradient for
