@@ -4,9 +4,10 @@ Speed: ``batch`` distinct queries (TinyWorld's single-hop questions; when fewer,
 numbered suffix) searched in one call vs one call per query, cache off, after a warm-up call;
 keys ``batched_qps``, ``single_qps``, ``batched_vs_single`` per index (goal: at least 10x at
 batch 256 for dense). ``dense.encode``: the encoder's passages/s against sentence-transformers'
-``encode`` over the same (at most 2,048) passages (``encode_speed``). ``torch_threads`` and ``load_avg_1min`` are reported beside them: on a
-shared, busy CPU a multi-threaded single-query encode mostly waits for its threads, which
-inflates the ratio; ``OMP_NUM_THREADS=1`` gives the uncontended per-core picture.
+``encode`` over the same (at most 2,048) passages (``encode_speed``). ``torch_threads`` and
+``load_avg_1min`` are reported beside them: on a shared, busy CPU a multi-threaded single-query
+encode mostly waits for its threads, which inflates the ratio; ``OMP_NUM_THREADS=1`` gives the
+uncontended per-core picture.
 
 Recall@k on the single-hop questions (dataset 'tinyworld', family 'single_hop'), our definition:
 a question's gold passages are the passages of its chain's entities (subject and answer entity)

@@ -6,7 +6,7 @@ batch encoder per ``passages``/``queries`` call and padded with numpy: sentence-
 ``encode`` asks transformers for padded torch tensors batch by batch, and transformers 5's
 conversion walks every token id in Python (``flatten`` in ``BatchEncoding.convert_to_tensors``),
 which cost ~80% of tokenisation and bound the E5 index on an H200 by the CPU (2,290 passages/s;
-LOG.md, session 17). The embeddings are sentence-transformers' own (``tests/test_search.py``
+9,059 with this path; LOG.md, session 17). The embeddings are sentence-transformers' own (``tests/test_search.py``
 checks them against ``SentenceTransformer.encode``); models this path does not cover (a prompt of
 their own, a slow tokenizer, flash-attention's unpadded inputs, modules that are not a text
 ``Transformer``) go through ``encode``.
