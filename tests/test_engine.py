@@ -380,10 +380,11 @@ def test_vllm_backend_sync_loads_merged_weights_or_serves_the_adapter(fake_vllm,
     assert hot.llm.calls[-1][2] is hot.lora_request
 
 
-def test_bench_loop_times_the_loops_way_then_each_experiment_then_the_loops_way_again(fake_vllm, db):
-    """``bench gpu --parts loop`` on vLLM (here the stand-in): the loop's way, the experiments the
-    tokenizer allows (its tags are single tokens, so all three), the loop's way again; each timing
-    starts from an empty prefix cache, and vLLM receives what its name says."""
+def test_bench_loop_times_the_loops_way_cold_warm_each_experiment_again_and_after_a_sync(fake_vllm, db):
+    """``bench gpu --parts loop`` on vLLM (here the stand-in): the loop's way cold and warm, the
+    experiments the tokenizer allows (its tags are single tokens, so all three), the loop's way
+    again and after a weight sync; each timing starts from an empty prefix cache, and vLLM receives
+    what its name says."""
     from workbench.method import gpu_bench as gb
 
     marks = []  # (engine, its calls so far) at each prefix-cache reset: a timing begins
@@ -397,12 +398,14 @@ def test_bench_loop_times_the_loops_way_then_each_experiment_then_the_loops_way_
         m.setattr(_FakeLLM, "reset_prefix_cache", watched)
         out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
                             bandwidth=gb.HBM_BYTES_PER_S)
-    assert list(out["engines"]) == ["vllm", "vllm_engine_seed", "vllm_stop_tokens", "vllm_stop_tokens_engine_seed",
-                                    "vllm_again"]
+    assert list(out["engines"]) == ["vllm_cold", "vllm", "vllm_engine_seed", "vllm_stop_tokens",
+                                    "vllm_stop_tokens_engine_seed", "vllm_again", "vllm_after_sync"]
     llm = marks[0][0]
-    first = [llm.calls[n][1][0] for _, n in marks]  # the first request of each timing
+    first = [llm.calls[n][1][0] for n in sorted({n for _, n in marks})]  # the first request of each timing
     assert [(hasattr(p, "stop_token_ids"), p.seed is not None) for p in first] == [
-        (False, True), (False, False), (True, True), (True, False), (False, True)]
+        (False, True), (False, True), (False, False), (True, True), (True, False), (False, True), (False, True)]
+    assert len(llm.loaded) == 1 and len(marks) == 8  # the sync loaded the weights and emptied the cache
+    assert out["engines"]["vllm_cold"]["generated_tokens"] == out["engines"]["vllm"]["generated_tokens"]
     assert all(r["generated_tokens"] > 0 for r in out["engines"].values())
     assert all(r["gc_s"] >= 0 and len(r["gc_collections"]) == 3 for r in out["engines"].values())
     assert set(out["env"]) == {"VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING"}
@@ -416,7 +419,7 @@ def test_bench_loop_profiles_the_loops_way_once_more_when_asked(fake_vllm, db):
 
     out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
                         bandwidth=gb.HBM_BYTES_PER_S, profile=True)
-    assert list(out["engines"])[-2:] == ["vllm_again", "vllm_profiled"]
+    assert list(out["engines"])[-2:] == ["vllm_after_sync", "vllm_profiled"]
     assert out["engines"]["vllm_profiled"]["generated_tokens"] == out["engines"]["vllm"]["generated_tokens"]
     top = out["profile"]
     assert 0 < len(top) <= 25 and top == sorted(top, key=lambda r: -r["tottime_s"])

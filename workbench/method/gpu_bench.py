@@ -633,13 +633,14 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     """``rollout`` as the round calls it (multi-turn, stop strings, masks, the search tool, the
     preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions
     x ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at
-    the measured mean context. A random model never answers: every row uses its turns. vLLM is
-    timed on one engine as the loop runs it (stop strings, one seed per row), with two experiments
-    alone and together: ``VLLMBackend.row_seeds`` off (``*_engine_seed``: the engine's one sampling
+    the measured mean context. A random model never answers: every row uses its turns. Each engine
+    is timed cold (``<engine>_cold``: a fresh engine's first pass, which pays one-time costs), then
+    warm. vLLM is timed on one engine as the loop runs it (stop strings, one seed per row), with two
+    experiments alone and together: ``VLLMBackend.row_seeds`` off (``*_engine_seed``: the engine's one sampling
     stream; vLLM's V1 runner draws the noise of each seeded request with a kernel of its own) and,
     where every stop string is one token, ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens*``: no
-    per-step detokenisation), then as the loop runs it again (``vllm_again``: the drift). The
-    prefix cache is emptied before each timing. Each timing reports the garbage collector's seconds
+    per-step detokenisation), then as the loop runs it again (``vllm_again``: the drift) and after
+    loading the weights as an update does (``vllm_after_sync``). The prefix cache is emptied before each timing. Each timing reports the garbage collector's seconds
     in it (``gc_s``); with ``profile`` vLLM runs the loop's way once more under ``cProfile``
     (``vllm_profiled``, slower by the profiler's overhead) and ``profile`` lists the functions with
     the most time of their own: where this process's time goes between decode steps.
@@ -682,16 +683,18 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
         except ImportError as err:
             out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
             continue
-        # warm-up, once an engine: 16 rows, as vLLM switches its top-k/top-p to a Triton kernel (compiled once) from 8
-        rollout(policy, search, questions[:16], 1, **{**kwargs, "max_turns": 1})
+        # a fresh engine's first pass pays one-time costs (vLLM's: 12-14k tokens/s, then 17-20k on the H200)
+        out["engines"][f"{engine}_cold"] = timed(policy, f"{engine}_cold")
         out["engines"][engine] = timed(policy, engine)
-        if engine == "vllm":  # the experiments on the same engine, then the loop's way again (drift)
+        if engine == "vllm":  # the experiments on the same engine, the loop's way again (drift), then after a sync
             variants = [("vllm_engine_seed", False, False)]
             if policy.backend.stop_tokens(protocol.STOP_STRINGS):
                 variants += [("vllm_stop_tokens", True, True), ("vllm_stop_tokens_engine_seed", True, False)]
             for name, stop_by_token, row_seeds in (*variants, ("vllm_again", False, True)):
                 policy.backend.stop_by_token, policy.backend.row_seeds = stop_by_token, row_seeds
                 out["engines"][name] = timed(policy, name)
+            policy.backend.sync(policy.model)  # as after each update: does a weight load cost the next pass?
+            out["engines"]["vllm_after_sync"] = timed(policy, "vllm_after_sync")
             if profile:
                 import cProfile
 
