@@ -412,6 +412,17 @@ def test_bench_loop_times_the_loops_way_cold_warm_each_experiment_again_and_afte
     assert "profile" not in out
 
 
+def test_bench_loop_loads_no_weights_into_an_engine_core_of_its_own(fake_vllm, db, monkeypatch):
+    """With vLLM's engine core in another process (``loop3b_mp``) merged weights would be pickled
+    across: no sync, so no ``vllm_after_sync`` timing."""
+    from workbench.method import gpu_bench as gb
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
+                        bandwidth=gb.HBM_BYTES_PER_S)
+    assert list(out["engines"])[-1] == "vllm_again" and out["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+
+
 def test_bench_loop_profiles_the_loops_way_once_more_when_asked(fake_vllm, db):
     """``--profile``: one more timing of the loop's way under cProfile, after the clean ones, and
     the functions with the most time of their own (the rollout's own among them)."""

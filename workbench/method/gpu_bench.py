@@ -631,20 +631,22 @@ def profile_top(profiler, n: int = 25) -> list[dict]:
 def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, bandwidth: float,
                overrides: dict | None = None, group: int = 4, profile: bool = False) -> dict:
     """``rollout`` as the round calls it (multi-turn, stop strings, masks, the search tool, the
-    preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions
-    x ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at
-    the measured mean context. A random model never answers: every row uses its turns. Each engine
-    is timed cold (``<engine>_cold``: a fresh engine's first pass, which pays one-time costs), then
+    preset's turn and token budgets) on the model in ``folder``, ``batch`` trajectories (questions x
+    ``group``) per engine: generated tokens/s, turns, and the decode share of the roofline at the
+    measured mean context. A random model never answers: every row uses its turns. Each engine is
+    timed cold (``<engine>_cold``: a fresh engine's first pass, which pays one-time costs), then
     warm. vLLM is timed on one engine as the loop runs it (stop strings, one seed per row), with two
-    experiments alone and together: ``VLLMBackend.row_seeds`` off (``*_engine_seed``: the engine's one sampling
-    stream; vLLM's V1 runner draws the noise of each seeded request with a kernel of its own) and,
-    where every stop string is one token, ``VLLMBackend.stop_by_token`` (``vllm_stop_tokens*``: no
-    per-step detokenisation), then as the loop runs it again (``vllm_again``: the drift) and after
-    loading the weights as an update does (``vllm_after_sync``). The prefix cache is emptied before each timing. Each timing reports the garbage collector's seconds
-    in it (``gc_s``); with ``profile`` vLLM runs the loop's way once more under ``cProfile``
-    (``vllm_profiled``, slower by the profiler's overhead) and ``profile`` lists the functions with
-    the most time of their own: where this process's time goes between decode steps.
-    The engine's settings come from the environment (``VLLM_USE_V2_MODEL_RUNNER``,
+    experiments alone and together: ``VLLMBackend.row_seeds`` off (``*_engine_seed``: the engine's
+    one sampling stream; vLLM's V1 runner draws the noise of each seeded request with a kernel of
+    its own) and, where every stop string is one token, ``VLLMBackend.stop_by_token``
+    (``vllm_stop_tokens*``: no per-step detokenisation), then as the loop runs it again
+    (``vllm_again``: the drift) and after loading the weights as an update does
+    (``vllm_after_sync``; not with the engine core in a process of its own, where merged weights
+    would be pickled across). The prefix cache is emptied before each timing. Each timing reports
+    the garbage collector's seconds in it (``gc_s``); with ``profile`` vLLM runs the loop's way once
+    more under ``cProfile`` (``vllm_profiled``, slower by the profiler's overhead) and ``profile``
+    lists the functions with the most time of their own: where this process's time goes between
+    decode steps. The engine's settings come from the environment (``VLLM_USE_V2_MODEL_RUNNER``,
     ``VLLM_ENABLE_V1_MULTIPROCESSING``), so ``scripts/gpu_engine.sh`` runs variants apart."""
     from workbench.policy import protocol
     from workbench.policy.model import Policy
@@ -693,8 +695,9 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
             for name, stop_by_token, row_seeds in (*variants, ("vllm_again", False, True)):
                 policy.backend.stop_by_token, policy.backend.row_seeds = stop_by_token, row_seeds
                 out["engines"][name] = timed(policy, name)
-            policy.backend.sync(policy.model)  # as after each update: does a weight load cost the next pass?
-            out["engines"]["vllm_after_sync"] = timed(policy, "vllm_after_sync")
+            if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "1":  # merged weights cross no process
+                policy.backend.sync(policy.model)  # as after each update: does a weight load cost the next pass?
+                out["engines"]["vllm_after_sync"] = timed(policy, "vllm_after_sync")
             if profile:
                 import cProfile
 
