@@ -38,18 +38,21 @@ def test_memory_by_hand_for_lora_and_full_fine_tune():
     n = 1000 * 64 + 2 * (64 * 64 * 2 + 2 * 64 * 32 + 3 * 64 * 256 + 2 * 64) + 64
     assert s.parameters() == n
     full = memory_per_gpu(preset("smoke", **{"rollout.backend": "hf"}), s)
-    assert (full["weights"], full["reference"], full["gradients+adam"], full["rollout engine weights"]) == \
-        (4 * n, 4 * n, 12 * n, 0)
-    lora = memory_per_gpu(preset("smoke", **{"method.lora_rank": 8, "rollout.backend": "vllm"}), s)
+    assert (full["weights"], full["reference"], full["gradients+adam"]) == (4 * n, 4 * n, 12 * n)
+    lora = memory_per_gpu(preset("smoke", **{"method.lora_rank": 8, "rollout.backend": "vllm"}), s,
+                          a=Assumptions(gpu_memory_gib=80.0))
     r = 2 * 8 * ((64 + 64) * 2 + (64 + 32) * 2 + (64 + 256) * 2 + (256 + 64))
     assert s.lora_parameters(8) == r
-    assert (lora["weights"], lora["reference"], lora["gradients+adam"], lora["rollout engine weights"]) == \
-        (2 * n, 0, 16 * r, 2 * n)
+    assert (lora["weights"], lora["reference"], lora["gradients+adam"]) == (2 * n, 0, 16 * r)
     # KV: 2 (k, v) x layers x kv_heads x head_dim x 2 bytes per token, batch x mean length
     cfg = preset("smoke")
     batch = cfg.method.chains_per_round * cfg.method.group_size
-    assert full["kv cache (rollout batch)"] == batch * min(1500, cfg.rollout.max_total_tokens) * 2 * 2 * 1 * 32 * 2
-    assert full["total"] == sum(v for k, v in full.items() if k not in ("total", "kv cache at max length"))
+    kv = batch * min(1500, cfg.rollout.max_total_tokens) * 2 * 2 * 1 * 32 * 2
+    assert full["kv cache the rollout batch needs"] == lora["kv cache the rollout batch needs"] == kv
+    # the engine: HF holds the batch's KV cache; vLLM reserves rollout.vllm_memory of the GPU, whatever the batch
+    assert full["rollout engine"] == kv and lora["rollout engine"] == int(cfg.rollout.vllm_memory * 80 * GIB)
+    for m in (full, lora):
+        assert m["total"] == sum(v for k, v in m.items() if k != "total" and not k.startswith("kv cache"))
 
 
 def test_a_dense_index_searched_on_the_gpu_counts_its_float16_vectors():
@@ -68,7 +71,8 @@ def test_more_gpus_split_the_batch_and_the_token_work():
     one, eight = time_per_round(cfg, shape, 1), time_per_round(cfg, shape, 8)
     assert eight["update"] == pytest.approx(one["update"] / 8)
     assert memory_per_gpu(cfg, shape, 8)["weights"] == memory_per_gpu(cfg, shape, 1)["weights"]
-    assert memory_per_gpu(cfg, shape, 8)["kv cache (rollout batch)"] < memory_per_gpu(cfg, shape, 1)["kv cache (rollout batch)"]
+    kv = "kv cache the rollout batch needs"
+    assert memory_per_gpu(cfg, shape, 8)[kv] < memory_per_gpu(cfg, shape, 1)[kv]
     # the update's FLOPs: (4 + 2) x N per token for LoRA at the assumed share of peak
     a = Assumptions()
     tokens = 64 * 8 * a.mean_tokens
@@ -121,4 +125,10 @@ def test_cli_plan_exit_status_and_output(tmp_path, capsys):
     assert "[MISSING] test set bamboogle" in capsys.readouterr().out
     assert main(args + ["--json", "--gpus", "8"]) == 0
     p = json.loads(capsys.readouterr().out)
-    assert p["gpus"] == 8 and p["memory_per_gpu"]["total"] / GIB < 141 and p["rounds"] == 314
+    assert p["gpus"] == 8 and p["memory_per_gpu"]["total"] / GIB < 141 and p["rounds"] == 314 and p["fits"]
+    assert main(args + ["--gpu-memory-gib", "40"]) == 0  # vLLM's 0.3 of 40 GiB leaves room for the 3B trainer
+    assert "fits a GPU of 40.0 GiB" in capsys.readouterr().out
+    assert main(args + ["--gpu-memory-gib", "16"]) == 0
+    assert "DOES NOT FIT a GPU of 16.0 GiB" in capsys.readouterr().out
+    assert main(args + ["--gpu-memory-gib", "0"]) != 0
+    assert "--gpu-memory-gib 0.0: expected a number > 0" in capsys.readouterr().err

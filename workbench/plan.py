@@ -8,8 +8,9 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
 * :func:`memory_per_gpu`: bytes per GPU by part -- the policy's weights (bfloat16 base with LoRA,
   float32 for a full fine-tune), the frozen reference (a second float32 copy for a full fine-tune,
   none for LoRA: its reference is the base with adapters off), gradients and AdamW's two moments
-  of the trainable parameters (float32), the rollout engine's copy of the weights (vLLM, bfloat16)
-  and the KV cache of the whole rollout batch at ``max_total_tokens``, and the activations of one
+  of the trainable parameters (float32), the rollout engine (vLLM reserves ``rollout.vllm_memory``
+  of the GPU for its bfloat16 weights, KV cache and CUDA graphs, whatever the batch needs; the HF
+  backend holds the KV cache of the whole rollout batch), the activations of one
   micro-batch with gradient checkpointing (each block's input kept, one block recomputed, the
   chunked log-prob logits: ``policy.model.LOGPROB_CHUNK_ELEMENTS``), and a dense index searched on
   the GPU (``search.device`` not 'cpu': the store's passages x 768 float16 vectors, on rank 0, the
@@ -22,9 +23,11 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
 
 These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
 ``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
-LOG.md records the measured numbers beside them. ``gpus`` > 1 divides the rollout batch and the
-token work evenly (data parallel), which the workbench's single-process trainer does not do today;
-the per-GPU numbers for N GPUs say what a data-parallel run would need.
+LOG.md records the measured numbers beside them (one H200, the paper preset at 4 slots: 64.9 GiB
+peak at 3B, 94.2 GiB at 7B, against 54.9 and 65.9 estimated here: the trainer's share is
+underestimated, by ~10 GiB at 3B and ~28 GiB at 7B, for reasons not measured). ``gpus`` > 1 divides
+the rollout batch and the token work evenly, as ``workbench train --gpus N`` does (data parallel);
+weights and optimiser state are on every GPU.
 
 Example:
     >>> from workbench.config import preset
@@ -131,9 +134,10 @@ def model_shape(model: str) -> Shape:
 
 def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None, passages: int = 0) -> dict[str, int]:
     """Bytes per GPU by part (module docstring), and their ``total``. ``gpus`` splits the rollout
-    batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The KV
-    cache holds the batch at the assumed mean trajectory length (vLLM pages the cache and preempts
-    rows beyond its share, ``rollout.vllm_memory``); ``kv cache at max length`` is the bound. A dense
+    batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The
+    rollout batch's KV cache at the assumed mean trajectory length, and at ``max_total_tokens``, are
+    reported beside the total (``kv cache ...``, not added: vLLM pages its reserved share and
+    preempts rows beyond it; the HF backend's engine part is the first of them). A dense
     index searched on the GPU (``search.device`` not 'cpu') holds ``passages`` float16 vectors on
     rank 0 (the largest GPU's share is what the total gives).
 
@@ -158,13 +162,15 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
         "weights": n * (2 if lora else 4),
         "reference": 0 if lora else 4 * n,
         "gradients+adam": trainable * (4 + 8 + (4 if lora else 0)),  # LoRA adapters keep fp32 masters
-        "rollout engine weights": 2 * n if r.backend in ("auto", "vllm") else 0,
-        "kv cache (rollout batch)": rollouts * min(a.mean_tokens, seq) * shape.kv_bytes_per_token(),
         "activations (checkpointed)": kept + block + logits,
         "dense index (search.device)": passages * a.encoder_dim * 2
         if cfg.search.index == "dense" and not cfg.search.url and cfg.search.device != "cpu" else 0,
     }
+    needed = rollouts * min(a.mean_tokens, seq) * shape.kv_bytes_per_token()
+    vllm = r.backend in ("auto", "vllm")  # auto is vLLM on a CUDA machine that has it
+    parts["rollout engine"] = int(r.vllm_memory * a.gpu_memory_gib * GIB) if vllm else needed
     parts["total"] = sum(parts.values())
+    parts["kv cache the rollout batch needs"] = needed
     parts["kv cache at max length"] = rollouts * seq * shape.kv_bytes_per_token()
     return parts
 
@@ -191,7 +197,9 @@ class Assumptions:
     3B scale, scaled by 3B / parameters for other sizes; ``peak_tflops``: the GPU's dense bf16 peak
     (H200: 989); ``mfu``: the share of it the trainer reaches; ``mean_tokens``: mean trajectory
     length (prompt + response); ``generated_share``: the generated part of it (the rest is prompt
-    and retrieved passages); ``search_s``: seconds of retrieval per turn of the batch.
+    and retrieved passages); ``search_s``: seconds of retrieval per turn of the batch;
+    ``gpu_memory_gib``: one GPU's memory (an H200's 139.8 GiB as torch reports it; ``workbench
+    plan`` reads the GPU's own where one is visible).
     """
 
     decode_tokens_per_s: float = 20_000.0
@@ -201,6 +209,17 @@ class Assumptions:
     generated_share: float = 0.3
     search_s: float = 0.5
     encoder_dim: int = 768  # e5-base-v2's embedding width: the dense index on a GPU holds passages x this, float16
+    gpu_memory_gib: float = 139.8
+
+
+def visible_gpu_memory_gib() -> float | None:
+    """The memory of the first visible CUDA GPU in GiB, or None without one (or without torch's CUDA)."""
+    try:
+        import torch
+
+        return torch.cuda.get_device_properties(0).total_memory / GIB if torch.cuda.is_available() else None
+    except (ImportError, RuntimeError):
+        return None
 
 
 def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumptions()) -> dict[str, float]:
@@ -336,11 +355,13 @@ def plan(cfg, db: str | Path, model: str | None = None, gpus: int = 1, a: Assump
     model = model or cfg.backbone.model
     shape = model_shape(model)
     per_round = time_per_round(cfg, shape, gpus, a)
+    memory = memory_per_gpu(cfg, shape, gpus, a, _passages(db))
     return {"preset": cfg.name, "model": model, "gpus": gpus, "config": cfg.hash(),
             "parameters": shape.parameters(), "trainable": shape.lora_parameters(cfg.method.lora_rank)
             if cfg.method.lora_rank else shape.parameters(),
             "checks": [asdict(c) for c in check_inputs(cfg, db, model, datasets)],
-            "memory_per_gpu": memory_per_gpu(cfg, shape, gpus, a, _passages(db)), "disk": checkpoint_disk(cfg, shape),
+            "memory_per_gpu": memory, "fits": memory["total"] <= a.gpu_memory_gib * GIB,
+            "disk": checkpoint_disk(cfg, shape),
             "seconds_per_round": per_round, "rounds": cfg.method.steps,
             "hours_per_run": per_round["total"] * cfg.method.steps / 3600, "assumptions": asdict(a)}
 
@@ -351,12 +372,14 @@ def format_plan(p: dict) -> str:
              f"{p['parameters'] / 1e9:.2f}B parameters ({p['trainable'] / 1e6:,.1f}M trainable)", "", "inputs:"]
     lines += [f"  [{'ok' if c['ok'] else 'MISSING'}] {c['name']}: {c['detail']}" for c in p["checks"]]
     lines += ["", "memory per GPU (estimate):"]
-    lines += [f"  {k:<28} {v / GIB:8.1f} GiB" for k, v in p["memory_per_gpu"].items()]
+    lines += [f"  {k:<32} {v / GIB:8.1f} GiB" for k, v in p["memory_per_gpu"].items()]
+    gpu = p["assumptions"]["gpu_memory_gib"]
+    lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB"]
     lines += ["", "disk for the run's checkpoints (estimate):"]
     lines += [f"  {k:<36} {v / GIB:8.2f} GiB" for k, v in p["disk"].items()]
     lines += ["", "time per round = optimiser step (estimate, from the assumptions below):"]
     lines += [f"  {k:<28} {v:8.1f} s" for k, v in p["seconds_per_round"].items()]
     lines += [f"  {p['rounds']} rounds: {p['hours_per_run']:.1f} h (+ the final evaluation)", "",
               "assumptions: " + ", ".join(f"{k}={v}" for k, v in p["assumptions"].items()),
-              "(estimates; the workbench trains on one GPU: N > 1 is a data-parallel split of rollouts and tokens)"]
+              "(estimates; N GPUs: `workbench train --gpus N` splits the rollouts and the tokens N ways, data parallel)"]
     return "\n".join(lines)

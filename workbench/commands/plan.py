@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--decode-tokens-per-s", type=float, default=None, help="assumed decode throughput per GPU at 3B")
     p.add_argument("--mfu", type=float, default=None, help="assumed share of peak bf16 FLOPs the trainer reaches")
     p.add_argument("--mean-tokens", type=int, default=None, help="assumed mean trajectory length in tokens")
+    p.add_argument("--gpu-memory-gib", dest="gpu_memory_gib", type=float, default=None,
+                   help="one GPU's memory (default: the visible GPU's, else an H200's 139.8)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_set(p)
     add_db(p, preset_default="paper")
@@ -32,14 +34,15 @@ def _plan(args: argparse.Namespace) -> int:
     import json
 
     from workbench.config import preset
-    from workbench.plan import TABLE1_DATASETS, Assumptions, format_plan, plan
+    from workbench.plan import TABLE1_DATASETS, Assumptions, format_plan, plan, visible_gpu_memory_gib
 
     cfg = preset(args.preset, **overrides(args))
     if cfg.backbone.model == "tiny" and not args.model:
         raise ValueError(f"--preset {args.preset}: a tiny backbone trained here needs no plan; plan a paper preset "
                          "(paper, paper-7b, paper-8b) or pass --model")
-    given = {"decode_tokens_per_s": args.decode_tokens_per_s, "mfu": args.mfu, "mean_tokens": args.mean_tokens}
-    for name in ("decode_tokens_per_s", "mfu", "mean_tokens"):
+    given = {"decode_tokens_per_s": args.decode_tokens_per_s, "mfu": args.mfu, "mean_tokens": args.mean_tokens,
+             "gpu_memory_gib": visible_gpu_memory_gib() if args.gpu_memory_gib is None else args.gpu_memory_gib}
+    for name in given:
         if given[name] is not None and given[name] <= 0:
             raise ValueError(f"--{name.replace('_', '-')} {given[name]}: expected a number > 0")
     assumptions = dataclasses.replace(Assumptions(), **{k: v for k, v in given.items() if v is not None})
