@@ -69,6 +69,9 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     rnd = r["round"]
     assert {"proposer_gate", "rollouts", "rewards", "update", "sync", "write_back"} <= set(rnd["stages_s"])
     assert rnd["s_per_optimiser_step"] == pytest.approx(rnd["round_s"] / 2)
+    split = rnd["rollouts_split_s"]  # the rollouts stage's wall time, generation and retrieval
+    assert split["generate"] > 0 and split["retrieve"] >= 0  # a random tiny model seldom writes a search call
+    assert split["generate"] + split["retrieve"] <= rnd["stages_s"]["rollouts"]
     assert set(r["goals"].values()) == {None}  # the goals are stated for the 3B shape
 
 

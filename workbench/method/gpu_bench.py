@@ -715,7 +715,9 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
 
 def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> dict:
     """One CoEvoKG round with ``model`` on ``db`` (the bench's own run, replaced each time):
-    seconds per stage, peak GPU memory, and the paper's 314 steps extrapolated."""
+    seconds per stage, peak GPU memory, and the paper's 314 steps extrapolated. The rollouts'
+    seconds are split into generation and retrieval (``rollouts_split_s``: the solver trajectories'
+    ``gen_seconds`` and ``search_seconds``, which sum to the stage's wall time)."""
     from workbench import store
     from workbench.method.train import train
 
@@ -726,6 +728,9 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
     try:
         (row,) = train(con, run="bench-gpu-round", method="coevokg", preset=preset, steps=1, model=model,
                        overrides=overrides, progress=False, log=None, overwrite=True)
+        generate, retrieve = con.execute(
+            "SELECT coalesce(sum(gen_seconds), 0), coalesce(sum(search_seconds), 0) FROM trajectories "
+            "WHERE run = 'bench-gpu-round' AND role = 'solver'").fetchone()
     finally:
         con.close()
     stages = {k[5:]: v for k, v in row.items() if k.startswith("time_")}
@@ -734,5 +739,5 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
 
     per_step = seconds / get_preset(preset, **overrides).method.minibatches  # optimiser steps a round
     return {"model": str(model), "preset": preset, "overrides": overrides, "stages_s": stages,
-            "round_s": seconds, "peak_gib": _peak_gib(device), "s_per_optimiser_step": per_step,
+            "rollouts_split_s": {"generate": generate, "retrieve": retrieve}, "round_s": seconds, "peak_gib": _peak_gib(device), "s_per_optimiser_step": per_step,
             "paper_314_steps_h": per_step * PAPER_STEPS / 3600, "search_r1_s_per_step_8xh100": list(SEARCH_R1_STEP_S)}
