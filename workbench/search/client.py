@@ -5,6 +5,11 @@ the workbench's solver can search a Search-R1 / veRL E5 server over wiki-18, and
 can search ``workbench serve-retriever``. The title is the first line of each document's
 ``contents`` with its wiki-18 double quotes removed; the text is the rest.
 
+Entity ids: ``workbench serve-retriever`` sends each document's ``entity_id``; Search-R1's own
+server over wiki-18 sends none. Given the store (``con``), ``RemoteRetriever`` gives such a hit
+the entity of its title (:class:`TitleEntities`), so path support (Eq. 8) scores its hits as it
+scores the store's own; an id the server sent is kept, a title the store lacks stays None.
+
 Example:
     >>> parse_document({"id": "0", "contents": '"Aaron"\\nAaron is a prophet.'}, 81.2)
     Hit(passage_id=0, entity_id=None, title='Aaron', text='Aaron is a prophet.', score=81.2)
@@ -12,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.error
 import urllib.request
@@ -52,19 +58,75 @@ def post_results(url: str, body: dict, n: int, timeout: float, what: str) -> lis
     return result
 
 
+# The rule the store links a wiki-18 passage to its entity by (``kg.sources._Entities.ids``): the
+# entity whose title equals the passage's title (``split_contents``: quotes and spaces stripped),
+# the smallest id when several share it; no other normalisation (no case folding, no aliases).
+_TITLE_IDS_SQL = ("SELECT t.title, min(e.entity_id) FROM (SELECT unnest(?::VARCHAR[]) AS title) t "
+                  "JOIN entities e ON e.title = t.title GROUP BY t.title")
+
+
+class TitleEntities:
+    """Title -> entity id from a store's ``entities``, one query per batch of titles.
+
+    Why: Search-R1's server over wiki-18 sends no entity ids, and wiki-18 titles are KILT page
+    titles, so the store's entity of a hit's title is the entity its passage has in the store
+    (the same join ``import_wiki18`` links passages with). A query per search call, not a dict
+    held in memory: over 6M entities (KILT's size; measured on a synthetic store) a dict took ~10 s
+    and ~2 GB to build, while the join of a few hundred titles scans them in ~0.13 s on 2 cores
+    (DuckDB parallelises it), and runs only when some hit lacks an id. Reads on its own cursor of
+    ``con`` (so a server thread never shares the caller's connection), which must stay open while
+    the retriever searches.
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO entities VALUES (4, 'Aaron', NULL, 'entity', 'kilt')")
+        >>> TitleEntities(con).ids(["Aaron", "aaron", "Moses"])
+        {'Aaron': 4}
+    """
+
+    def __init__(self, con):
+        self.cur = con.cursor()
+
+    def ids(self, titles) -> dict[str, int]:
+        """The entity id of each of ``titles`` the store knows (the others are left out)."""
+        wanted = sorted(set(titles))
+        if not wanted:
+            return {}
+        return {title: int(ent) for title, ent in self.cur.execute(_TITLE_IDS_SQL, [wanted]).fetchall()}
+
+    def fill(self, rows: list[list[Hit]]) -> list[list[Hit]]:
+        """``rows`` with each hit that has no entity id given its title's (unknown titles stay None)."""
+        found = self.ids(h.title for row in rows for h in row if h.entity_id is None)
+        return [[dataclasses.replace(h, entity_id=found[h.title]) if h.entity_id is None and h.title in found else h
+                 for h in row] for row in rows]
+
+    def close(self) -> None:
+        self.cur.close()
+
+
 class RemoteRetriever(Retriever):
     """Search a Search-R1-compatible server at ``url`` (``http://host:port`` or ``.../retrieve``).
+
+    ``con``: the store whose entity ids hits the server sent without one get, by title
+    (:class:`TitleEntities`; train and eval pass theirs); None leaves such hits' ids None.
 
     Example:
         >>> RemoteRetriever("http://127.0.0.1:8000").url
         'http://127.0.0.1:8000/retrieve'
     """
 
-    def __init__(self, url: str, topk: int = 3, timeout: float = 60.0, cache: bool = True):
+    def __init__(self, url: str, topk: int = 3, timeout: float = 60.0, cache: bool = True, con=None):
         super().__init__(topk=topk, cache=cache)
         url = url.rstrip("/")
         self.url = url if url.endswith("/retrieve") else url + "/retrieve"
         self.timeout = timeout
+        self.entities = TitleEntities(con) if con is not None else None
+
+    def close(self) -> None:
+        """Release the store cursor titles are looked up on (when given a store)."""
+        if self.entities is not None:
+            self.entities.close()
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         result = post_results(self.url, {"queries": queries, "topk": k, "return_scores": True}, len(queries),
@@ -74,7 +136,7 @@ class RemoteRetriever(Retriever):
             hits = [parse_document(item["document"], item.get("score")) if "document" in item
                     else parse_document(item) for item in row]
             out.append(hits[:k])
-        return out
+        return self.entities.fill(out) if self.entities is not None else out
 
 
 class RemoteKGSearch:

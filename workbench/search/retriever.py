@@ -1,8 +1,9 @@
 """The search tool a run or an evaluation uses, from its ``SearchConfig``: the store in-process
 (``SearchTool``: BM25 or dense) or a Search-R1-compatible retrieval server (``search.url``:
 ``RemoteRetriever``; ``workbench serve-retriever`` or Search-R1's own). Both give the same ``Hit``
-rows; a workbench server's hits carry the entity ids path support (Eq. 8) needs, a server that
-sends none gives hits with ``entity_id`` None (no process reward from them).
+rows; a workbench server's hits carry the entity ids path support (Eq. 8) needs, and a hit a
+server sends without one (Search-R1's over wiki-18) gets the entity of its title in ``con``
+(``client.TitleEntities``), None when the store has no such title (no process reward from it).
 
 Example:
     >>> from workbench import store
@@ -23,13 +24,14 @@ from workbench import paths
 
 
 def make_retriever(con, search_cfg, index: str | None = None):
-    """``RemoteRetriever(search.url)`` when a URL is set, else ``SearchTool`` over ``con`` with
+    """``RemoteRetriever(search.url)`` when a URL is set (its hits' missing entity ids looked up
+    by title in ``con`` when given), else ``SearchTool`` over ``con`` with
     ``index`` (default ``search.index``), ``search.dense_model`` (``paths.local_model``) and
     ``search.device`` (:func:`search_device`), memory-mapped with passages read from the store when ``search.mmap``."""
     if search_cfg.url:
         from workbench.search.client import RemoteRetriever
 
-        return RemoteRetriever(search_cfg.url, topk=search_cfg.topk)
+        return RemoteRetriever(search_cfg.url, topk=search_cfg.topk, con=con)
     from workbench.search.tool import SearchTool
 
     return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk,
