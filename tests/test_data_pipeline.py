@@ -101,6 +101,15 @@ def test_qa_files_are_found_in_their_real_names(files):
         qa_files(files / "qa", ("musique",))
 
 
+def test_the_originals_tables_are_found_too(tmp_path):
+    """PopQA's own TSV and Bamboogle's CSV, under the names the folder layout asks for."""
+    for name in ("nq/train.jsonl", "hotpot_train_v1.1.json", "popqa/test.tsv", "bamboogle_test.csv"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    found = [(n, s, p.relative_to(tmp_path).as_posix()) for n, s, p in qa_files(tmp_path, ("popqa", "bamboogle"))]
+    assert found[2:] == [("popqa", "test", "popqa/test.tsv"), ("bamboogle", "test", "bamboogle_test.csv")]
+
+
 def test_every_step_runs_then_a_rerun_skips_them_all(files, whole, capsys):
     db, after = whole
     con = store.connect(db, read_only=True)

@@ -211,3 +211,199 @@ def test_qa_cli_names_a_directory_and_skips_bad(tmp_path, capsys):
     assert "b.jsonl line 2: expected UTF-8 text" in capsys.readouterr().err
     assert main(["import", "qa", str(path), "--name", "x", "--db", db, "--skip-bad"]) == 0
     assert json.loads(capsys.readouterr().out)["skipped"] == 1
+
+
+# ------------------------------------------------------------------ issue 16: the originals of Table 1's benchmarks
+
+def triviaqa_entry(qid, question, value, aliases):
+    """One entry of TriviaQA's ``Data``, keys as published (rc and unfiltered files)."""
+    return {"Answer": {"Aliases": aliases, "MatchedWikiEntityName": value,
+                       "NormalizedAliases": [a.lower() for a in aliases],
+                       "NormalizedMatchedWikiEntityName": value.lower(), "NormalizedValue": value.lower(),
+                       "Type": "WikipediaEntity", "Value": value},
+            "EntityPages": [{"DocSource": "TagMe", "Filename": f"{value}.txt", "Title": value}],
+            "Question": question, "QuestionId": qid, "QuestionSource": "http://www.quiz.example/q",
+            "SearchResults": [{"Description": "...", "DisplayUrl": "x.example", "Filename": "1/1.txt", "Rank": 0,
+                               "Title": value, "Url": "http://x.example/"}]}
+
+
+def triviaqa_file(data, split="dev"):
+    return {"Data": data, "Domain": "Web", "Split": split, "Version": 1.0, "VerifiedEval": False}
+
+
+TRIVIAQA = [triviaqa_entry("tc_33", "Which city on the Wear has a football club called the Black Cats?", "Sunderland",
+                           ["Sunderland", "Sunderland, England", "SUNDERLAND"]),
+            triviaqa_entry("sfq_7", "Who wrote the novel Alba?", "Cara Lind", ["C. Lind"])]
+
+
+@pytest.mark.parametrize("indent", [None, 2])  # the published files are one line; a re-dumped one may not be
+def test_triviaqa_json(con, tmp_path, indent):
+    path = tmp_path / "unfiltered-web-dev.json"
+    path.write_text(json.dumps(triviaqa_file(TRIVIAQA), indent=indent))
+    assert detect_format(path) == "triviaqa"
+    result = import_qa(con, path, "triviaqa")
+    assert result["format"] == "triviaqa" and result["splits"] == {"dev": 2}  # the file's own Split
+    assert [(r[2], r[3]) for r in rows(con, "triviaqa")] == [
+        ("Which city on the Wear has a football club called the Black Cats?",
+         ["Sunderland", "Sunderland, England", "SUNDERLAND"]),  # Value first, then the Aliases not already there
+        ("Who wrote the novel Alba?", ["Cara Lind", "C. Lind"])]
+
+
+def test_triviaqa_bad_entries_are_named_and_skippable(con, tmp_path):
+    no_answer = {k: v for k, v in TRIVIAQA[1].items() if k != "Answer"}  # as in the test files without answers
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(triviaqa_file([TRIVIAQA[0], no_answer])))
+    with pytest.raises(ValueError, match=r"t\.json index 1 \(id 'sfq_7'\): expected field 'Answer'"):
+        import_qa(con, path, "t")
+    assert con.execute("SELECT count(*) FROM questions").fetchone() == (0,)
+    result = import_qa(con, path, "t", skip_bad=True)
+    assert (result["questions"], result["skipped"]) == (1, 1)
+    assert con.execute("SELECT line, error FROM skipped_lines").fetchall() == [
+        (1, "index 1: expected field 'Answer' (an object with 'Value' and 'Aliases'; TriviaQA's test files have none)")]
+    path.write_text(json.dumps(triviaqa_file([TRIVIAQA[0], TRIVIAQA[0]])))
+    with pytest.raises(ValueError, match=r"t\.json index 1 \(id 'tc_33'\): duplicate id \(first at index 0\)"):
+        import_qa(con, path, "t2")
+    path.write_text(json.dumps({"Data": {"not": "a list"}}))
+    with pytest.raises(ValueError, match=r"t\.json: expected a TriviaQA JSON object with 'Data'"):
+        import_qa(con, path, "t3")
+
+
+POPQA_HEADER = ("id\tsubj\tprop\tobj\tsubj_id\tprop_id\tobj_id\ts_aliases\to_aliases\ts_uri\to_uri\ts_wiki_title\t"
+                "o_wiki_title\ts_pop\to_pop\tquestion\tpossible_answers")
+POPQA_ROWS = [  # popQA.tsv's layout: JSON lists in quoted cells, their quotes doubled
+    '4222362\tGeorge Rankin\toccupation\tpolitician\t1850297\t22\t2834605\t"[""George James Rankin""]"\t'
+    '"[""political leader"",""political figure"",""polit."",""pol""]"\thttp://www.wikidata.org/entity/Q5543720\t'
+    'http://www.wikidata.org/entity/Q82955\tGeorge Rankin\tPolitician\t142\t25692\t'
+    'What is George Rankin\'s occupation?\t"[""politician"", ""political leader"", ""political figure"", '
+    '""polit."", ""pol""]"',
+    '1303463\tAlba Lind\tplace of birth\tLima\t1101\t218\t2202\t"[]"\t"[""Lima, Peru""]"\t'
+    'http://www.wikidata.org/entity/Q1\thttp://www.wikidata.org/entity/Q2\tAlba Lind\tLima\t57\t90211\t'
+    'In what city was Alba Lind born?\t"[""Lima"", ""Lima, Peru""]"']
+
+
+def popqa_tsv(path, rows_):
+    path.write_text("\n".join([POPQA_HEADER, *rows_]) + "\n")
+    return path
+
+
+def test_popqa_tsv_and_csv(con, tmp_path):
+    import csv
+
+    tsv = popqa_tsv(tmp_path / "popQA.tsv", POPQA_ROWS)
+    assert detect_format(tsv) == "popqa"
+    assert import_qa(con, tsv, "popqa")["format"] == "popqa"
+    expected = [("test", "occupation", "What is George Rankin's occupation?",
+                 ["politician", "political leader", "political figure", "polit.", "pol"]),
+                ("test", "place of birth", "In what city was Alba Lind born?", ["Lima", "Lima, Peru"])]
+    assert [r[:4] for r in rows(con, "popqa")] == expected
+    with open(tsv, newline="") as f, open(tmp_path / "popqa.csv", "w", newline="") as out:
+        csv.writer(out, lineterminator="\n").writerows(csv.reader(f, delimiter="\t"))
+    assert detect_format(tmp_path / "popqa.csv") == "popqa"
+    import_qa(con, tmp_path / "popqa.csv", "popqa-csv")
+    assert [r[:4] for r in rows(con, "popqa-csv")] == expected
+
+
+@pytest.mark.parametrize("bad_row, expected", [
+    (POPQA_ROWS[1].replace('"[""Lima"", ""Lima, Peru""]"', '"[]"'),
+     r"expected column 'possible_answers' \(a non-empty"),
+    (POPQA_ROWS[1].replace('"[""Lima"", ""Lima, Peru""]"', "Lima"),
+     r"expected column 'possible_answers' \(a JSON list of answer strings\): not valid JSON"),
+    ("1303463\tAlba Lind\tplace of birth", r"expected 17 tab-separated columns \(the header's\), got 3"),
+    (POPQA_ROWS[0], r"duplicate id \(first at line 2\)"),
+])
+def test_popqa_bad_rows_are_named_and_skippable(con, tmp_path, bad_row, expected):
+    path = popqa_tsv(tmp_path / "p.tsv", [POPQA_ROWS[0], "", bad_row])  # a blank line is no row
+    with pytest.raises(ValueError, match=r"p\.tsv line 4( \(id '\d+'\))?: " + expected):
+        import_qa(con, path, "p")
+    assert con.execute("SELECT count(*) FROM questions").fetchone() == (0,)
+    result = import_qa(con, path, "p", skip_bad=True)
+    assert (result["questions"], result["skipped"]) == (1, 1)
+    assert con.execute("SELECT line FROM skipped_lines").fetchall() == [(4,)]
+
+
+def test_popqa_bytes_not_utf8_and_a_wrong_header(con, tmp_path):
+    path = tmp_path / "p.tsv"
+    path.write_bytes((POPQA_HEADER + "\n" + POPQA_ROWS[0] + "\n").encode() + POPQA_ROWS[1].encode().replace(
+        b"Alba", b"Alb\xe9") + b"\n")
+    with pytest.raises(ValueError, match=r"p\.tsv line 3: expected UTF-8 text"):
+        import_qa(con, path, "p")
+    assert import_qa(con, path, "p", skip_bad=True)["skipped"] == 1
+    path.write_text("id\tquestion\tanswers\n1\tq\ta\n")
+    with pytest.raises(ValueError, match=r"p\.tsv line 1: expected a PopQA header with columns "
+                                         r"\['question', 'possible_answers'\], got \['id', 'question', 'answers'\]"):
+        import_qa(con, path, "p2", fmt="popqa")
+    with pytest.raises(ValueError, match=r"p\.tsv: cannot detect the QA format"):
+        import_qa(con, path, "p2")
+
+
+BAMBOOGLE = ('"Question","Answer"\n'
+             '"Who was president of the United States in the year that Citibank was founded?","james madison"\n'
+             '"What rocket was the first spacecraft that ever approached Uranus launched on?","Titan IIIE"\n')
+
+
+def test_bamboogle_csv(con, tmp_path):
+    path = tmp_path / "bamboogle.csv"
+    path.write_bytes(BOM + BAMBOOGLE.encode())  # a spreadsheet's export may start with a byte order mark
+    assert detect_format(path) == "bamboogle"
+    result = import_qa(con, path, "bamboogle")
+    assert result["format"] == "bamboogle" and result["questions"] == 2
+    assert [(r[2], r[3]) for r in rows(con, "bamboogle")] == [
+        ("Who was president of the United States in the year that Citibank was founded?", ["james madison"]),
+        ("What rocket was the first spacecraft that ever approached Uranus launched on?", ["Titan IIIE"])]
+
+
+def test_bamboogle_bad_row_is_named_and_skippable(con, tmp_path):
+    path = tmp_path / "b.csv"
+    path.write_text(BAMBOOGLE + '"Who founded the company that made the first Alba?",""\n')
+    with pytest.raises(ValueError, match=r"b\.csv line 4: expected column 'Answer' \(a non-empty string\)"):
+        import_qa(con, path, "b")
+    assert con.execute("SELECT count(*) FROM questions").fetchone() == (0,)
+    result = import_qa(con, path, "b", skip_bad=True)
+    assert (result["questions"], result["skipped"]) == (2, 1)
+    assert con.execute("SELECT line FROM skipped_lines").fetchall() == [(4,)]
+
+
+TWOWIKI = [  # 2WikiMultihopQA's dev.json layout
+    {"_id": "8813f87c0bdd11eba7f7acde48001122", "type": "compositional",
+     "question": "Who is the mother of the director of film Alba (1990)?",
+     "context": [["Alba (1990 film)", ["Alba is a 1990 film directed by Bo Lind."]],
+                 ["Bo Lind", ["Bo Lind (born 1950) is a film director.", "He is the son of Cara Lind."]]],
+     "supporting_facts": [["Alba (1990 film)", 0], ["Bo Lind", 1]],
+     "evidences": [["Alba", "director", "Bo Lind"], ["Bo Lind", "mother", "Cara Lind"]], "answer": "Cara Lind"},
+    {"_id": "5a8b57f25542995d1e6f1371", "type": "bridge_comparison",
+     "question": "Which film has the director born first, Alba or Zed?",
+     "context": [["Zed", ["Zed is a film by Dan Roe."]], ["Dan Roe", ["Dan Roe (born 1960)."]]],
+     "supporting_facts": [["Zed", 0], ["Dan Roe", 0]],
+     "evidences": [["Alba", "director", "Bo Lind"], ["Zed", "director", "Dan Roe"],
+                   ["Bo Lind", "date of birth", "1950"], ["Dan Roe", "date of birth", "1960"]], "answer": "Alba"}]
+
+
+def test_2wiki_json_is_read_by_the_hotpot_reader(con, tmp_path):
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(TWOWIKI))
+    assert detect_format(path) == "hotpot"
+    assert import_qa(con, path, "2wiki")["format"] == "hotpot"
+    assert [(r[1], r[2], r[3], r[5]) for r in rows(con, "2wiki")] == [
+        ("compositional", "Who is the mother of the director of film Alba (1990)?", ["Cara Lind"], 2),
+        ("bridge_comparison", "Which film has the director born first, Alba or Zed?", ["Alba"], 2)]
+    path.write_text(json.dumps([TWOWIKI[0], {k: v for k, v in TWOWIKI[1].items() if k != "context"}]))
+    with pytest.raises(ValueError, match=r"dev\.json index 1 \(id '5a8b57f25542995d1e6f1371'\): expected field "
+                                         r"'context' \(a list\)"):
+        import_qa(con, path, "2wiki-bad")
+    result = import_qa(con, path, "2wiki-bad", skip_bad=True)
+    assert (result["questions"], result["skipped"]) == (1, 1)
+
+
+def test_cli_imports_the_new_formats_by_name(tmp_path, capsys):
+    db = str(tmp_path / "cli.duckdb")
+    trivia = tmp_path / "wikipedia-dev.json"
+    trivia.write_text(json.dumps(triviaqa_file(TRIVIAQA)))
+    popqa = popqa_tsv(tmp_path / "popQA.tsv", POPQA_ROWS)
+    bamboogle = tmp_path / "bamboogle.csv"
+    bamboogle.write_text(BAMBOOGLE)
+    for path, fmt in ((trivia, "triviaqa"), (popqa, "popqa"), (bamboogle, "bamboogle")):
+        assert main(["import", "qa", str(path), "--name", fmt, "--split", "test", "--format", fmt, "--db", db]) == 0
+        assert json.loads(capsys.readouterr().out)["format"] == fmt
+    con = store.connect(db)
+    assert con.execute("SELECT dataset, split, count(*) FROM questions GROUP BY ALL ORDER BY 1").fetchall() == [
+        ("bamboogle", "test", 2), ("popqa", "test", 2), ("triviaqa", "test", 2)]

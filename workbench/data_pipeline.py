@@ -51,7 +51,7 @@ from workbench.search.encoder import is_e5
 
 PIPELINE = "paper"
 SOURCE_STEPS = ("kilt", "wiki18")  # a change of either is a new world
-QA_EXTS = ("parquet", "jsonl", "json")
+QA_EXTS = ("parquet", "jsonl", "json", "tsv", "csv")  # tsv / csv: PopQA's and Bamboogle's own files
 # Folder and file names a benchmark goes by (FlashRAG calls 2Wiki '2wikimultihopqa').
 QA_NAMES = {"2wiki": ("2wiki", "2wikimultihopqa"), "hotpotqa": ("hotpotqa", "hotpot")}
 COMBINED_TRAIN = "nq_hotpotqa_train"  # Search-R1's combined training set (data_source per row)
@@ -107,7 +107,7 @@ def qa_files(folder: str | Path, datasets=TABLE1_DATASETS) -> list[tuple[str, st
     else NQ's (``nq_train.*`` or ``nq/train.*``) and HotpotQA's (``hotpotqa_train.*``,
     ``hotpotqa/train.*`` or ``hotpot_train_v1.1.json``). Each test set: ``NAME_test.*`` or
     ``NAME/test.*``, else ``dev`` in the same places (FlashRAG has only dev for HotpotQA and 2Wiki;
-    Search-R1 evaluates on it), imported as split 'test'; extensions parquet, jsonl, json. A missing
+    Search-R1 evaluates on it), imported as split 'test'; extensions parquet, jsonl, json, tsv, csv. A missing
     one is a FileNotFoundError listing the names tried.
 
     Example:

@@ -1,11 +1,19 @@
 """Importers of human QA datasets into the ``questions`` table (issue 3, Evaluation).
 
-Formats (detected from the extension and the first record, or named):
+Formats (detected from the extension and the first record or header line, or named):
 * ``parquet``: FlashRAG (``question``, ``golden_answers``) or Search-R1 (``prompt``,
   ``reward_model.ground_truth.target``, ``extra_info``, ``data_source``).
 * ``kilt``: KILT task JSON lines (``id``, ``input``, ``output[].answer``).
 * ``hotpot``: HotpotQA JSON (a list of objects with ``_id``, ``question``, ``answer``,
-  ``supporting_facts``, ``context``); ``type`` (bridge / comparison) becomes the family.
+  ``supporting_facts``, ``context``); ``type`` (bridge / comparison) becomes the family. It reads
+  2WikiMultihopQA's JSON too (the same fields plus ``evidences``; ``type`` comparison /
+  inference / compositional / bridge_comparison).
+* ``triviaqa``: TriviaQA's original JSON (rc or unfiltered: ``{"Data": [{"Question", "QuestionId",
+  "Answer": {"Value", "Aliases", ...}}], "Split": ...}``); answers are ``Value`` then ``Aliases``,
+  duplicates dropped; the file's ``Split`` is the records' split.
+* ``popqa``: PopQA's ``popQA.tsv`` (or the same columns comma-separated): ``question``,
+  ``possible_answers`` (a JSON list in the cell), ``id``; ``prop`` (the relation) becomes the family.
+* ``bamboogle``: Bamboogle's CSV (header ``Question``, ``Answer``; one answer per question).
 * ``jsonl``: plain JSON lines (``question``, ``answers``), optional ``split``, ``family``.
 
 Rows: ``dataset`` = the given name; ``split`` = the argument, else the record's own (Search-R1
@@ -15,9 +23,10 @@ the record's ``data_source`` or the file name. Every record is validated before 
 written; a malformed one raises ValueError naming the file and the record (line, row or index,
 and id where there is one), and the store is unchanged; with ``skip_bad`` it is recorded in
 ``skipped_lines`` instead. Malformed includes bytes that are not UTF-8, JSON nested deeper than
-Python's recursion limit, text no store can hold (a lone surrogate), a non-string ``split`` and
-an id (``id``/``_id``) an earlier record of the file already had. A UTF-8 byte order mark at the
-start of a file is dropped, as by every importer.
+Python's recursion limit, text no store can hold (a lone surrogate), a non-string ``split``, a
+PopQA or Bamboogle row with more or fewer cells than its header, and an id (``_id``, ``id``,
+TriviaQA's ``QuestionId``) an earlier record of the file already had. A UTF-8 byte order mark at
+the start of a file is dropped, as by every importer.
 
 A dataset split that already has questions is refused unless ``replace`` (delete them first) or
 ``append`` (add to them) is given; so importing the same file twice never doubles it silently.
@@ -36,7 +45,9 @@ Example:
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -48,8 +59,10 @@ import pyarrow as pa
 from workbench import store
 from workbench.kg.sources import check_input, fingerprint, json_value, record_import, strip_bom
 
-FORMATS = ("auto", "parquet", "kilt", "hotpot", "jsonl")
+FORMATS = ("auto", "parquet", "kilt", "hotpot", "triviaqa", "popqa", "bamboogle", "jsonl")
 DEFAULT_SPLIT = "test"
+POPQA_COLUMNS = ("question", "possible_answers")  # of popQA.tsv's header, the ones read
+BAMBOOGLE_COLUMNS = ("Question", "Answer")
 
 
 @dataclass
@@ -92,8 +105,10 @@ def _label(value, what: str, numbers: bool = False) -> str | None:
 
 
 def _ident(record):
-    """The record's own id (``_id`` or ``id``), or None."""
-    return record.get("_id", record.get("id")) if isinstance(record, dict) else None
+    """The record's own id (``_id``, ``id`` or TriviaQA's ``QuestionId``), or None."""
+    if isinstance(record, dict):
+        return next((record[k] for k in ("_id", "id", "QuestionId") if k in record), None)
+    return None
 
 
 def _named(where: str, record) -> str:
@@ -156,6 +171,34 @@ def _hotpot(obj: dict) -> QARecord:
                     family=_label(obj.get("type"), "field 'type'"), hops=2)
 
 
+def _triviaqa(obj: dict, split: str | None = None) -> QARecord:
+    """TriviaQA entry of ``Data``: ``Question``; answers ``Answer.Value`` then ``Answer.Aliases``, once each."""
+    answer = obj.get("Answer")
+    if not isinstance(answer, dict):
+        raise ValueError("expected field 'Answer' (an object with 'Value' and 'Aliases'; TriviaQA's test files "
+                         "have none)")
+    aliases = answer.get("Aliases", [])
+    if not isinstance(aliases, list):
+        raise ValueError("expected field 'Answer.Aliases' (a list of strings)")
+    gold = _answers([_text(answer.get("Value"), "field 'Answer.Value'"), *aliases], "field 'Answer.Aliases'")
+    return QARecord(_text(obj.get("Question"), "field 'Question'"), list(dict.fromkeys(gold)), split=split)
+
+
+def _popqa(row: dict) -> QARecord:
+    """PopQA row: ``question``; ``possible_answers`` a JSON list in the cell; ``prop`` the family."""
+    try:
+        gold = json_value(row.get("possible_answers") or "")
+    except ValueError as err:
+        raise ValueError(f"expected column 'possible_answers' (a JSON list of answer strings): {err}") from None
+    return QARecord(_text(row.get("question"), "column 'question'"), _answers(gold, "column 'possible_answers'"),
+                    family=_label(row.get("prop"), "column 'prop'"))
+
+
+def _bamboogle(row: dict) -> QARecord:
+    """Bamboogle row: ``Question`` and its one ``Answer``."""
+    return QARecord(_text(row.get("Question"), "column 'Question'"), [_text(row.get("Answer"), "column 'Answer'")])
+
+
 def _search_r1_question(prompt) -> str:
     """The question inside a Search-R1 prompt: the last user message, after its last 'Question:'."""
     if isinstance(prompt, np.ndarray):
@@ -188,8 +231,9 @@ def _parquet_row(row: dict) -> QARecord:
                     source=_label(row.get("data_source"), "column 'data_source'"))
 
 
-def _hotpot_list(path: Path) -> list:
-    """The HotpotQA file's JSON list; errors name the file (and the line of bytes that are not UTF-8)."""
+def _json_file(path: Path, expected: str):
+    """The whole file's JSON value; errors name the file (and the line of bytes that are not UTF-8)
+    and say what was ``expected``."""
     data = path.read_bytes()
     data = strip_bom(data)
     try:
@@ -198,12 +242,66 @@ def _hotpot_list(path: Path) -> list:
         line = data.count(b"\n", 0, err.start) + 1
         raise ValueError(f"{path} line {line}: expected UTF-8 text ({err.reason})") from None
     try:
-        value = json_value(text)
+        return json_value(text)
     except ValueError as err:
-        raise ValueError(f"{path}: expected a JSON list of HotpotQA objects: {err}") from None
+        raise ValueError(f"{path}: expected {expected}: {err}") from None
+
+
+def _hotpot_list(path: Path) -> list:
+    """The HotpotQA (or 2WikiMultihopQA) file's JSON list."""
+    expected = "a JSON list of HotpotQA objects"
+    value = _json_file(path, expected)
     if not isinstance(value, list):
-        raise ValueError(f"{path}: expected a JSON list of HotpotQA objects")
+        raise ValueError(f"{path}: expected {expected}")
     return value
+
+
+def _triviaqa_data(path: Path) -> tuple[list, str | None]:
+    """The TriviaQA file's ``Data`` list and its ``Split``."""
+    expected = "a TriviaQA JSON object with 'Data' (a list of questions)"
+    value = _json_file(path, expected)
+    if not isinstance(value, dict) or not isinstance(value.get("Data"), list):
+        raise ValueError(f"{path}: expected {expected}")
+    try:
+        return value["Data"], _label(value.get("Split"), "field 'Split'")
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
+
+
+def _table(path: Path, required: tuple[str, ...], what: str) -> Iterator[tuple[int, object]]:
+    """(line number, the row as {header column: cell} or an ``_Unreadable``) for every non-blank row
+    of a tab- or comma-separated file (tabs when the header line has one) whose header has ``required``."""
+    with open(path, "rb") as f:
+        lines = ((strip_bom(raw) if i == 0 else raw).decode("utf-8", "surrogateescape") for i, raw in enumerate(f))
+        first = next(lines, "")
+        delimiter, kind = ("\t", "tab") if "\t" in first else (",", "comma")
+        header = next(csv.reader([first], delimiter=delimiter), [])
+        if any(c not in header for c in required):
+            raise ValueError(f"{path} line 1: expected a {what} header with columns {list(required)}, got {header}")
+        rows = csv.reader(lines, delimiter=delimiter)
+        end = 1  # the last line read
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except csv.Error as err:
+                yield end + 1, _Unreadable(f"expected {kind}-separated values ({err})")
+                end = rows.line_num + 1
+                continue
+            start, end = end + 1, rows.line_num + 1
+            if not any(cell.strip() for cell in row):
+                continue
+            if _NOT_UTF8.search("".join(row)):
+                yield start, _Unreadable("expected UTF-8 text")
+            elif len(row) != len(header):
+                yield start, _Unreadable(f"expected {len(header)} {kind}-separated columns (the header's), "
+                                         f"got {len(row)}")
+            else:
+                yield start, dict(zip(header, row))
 
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[str, int, object, callable]]:
@@ -221,6 +319,20 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[str, int, object, callable]
     elif fmt == "hotpot":
         for i, obj in enumerate(_hotpot_list(path)):
             yield "index", i, obj, _hotpot
+    elif fmt == "triviaqa":
+        data, split = _triviaqa_data(path)
+
+        def parse(obj: dict) -> QARecord:
+            return _triviaqa(obj, split)
+
+        for i, obj in enumerate(data):
+            yield "index", i, obj, parse
+    elif fmt == "popqa":
+        for lineno, row in _table(path, POPQA_COLUMNS, "PopQA"):
+            yield "line", lineno, row, _popqa
+    elif fmt == "bamboogle":
+        for lineno, row in _table(path, BAMBOOGLE_COLUMNS, "Bamboogle"):
+            yield "line", lineno, row, _bamboogle
     else:
         parse = _kilt if fmt == "kilt" else _plain
         for lineno, obj in _jsonl(path):
@@ -228,7 +340,9 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[str, int, object, callable]
 
 
 def detect_format(path: str | Path) -> str:
-    """The QA format of ``path`` from its extension and, for JSON, its first record.
+    """The QA format of ``path`` from its extension and its start: a JSON list (HotpotQA, 2Wiki),
+    an object with ``Data`` (TriviaQA), JSON lines (KILT when the first has ``input`` and
+    ``output``), else a header line (PopQA, Bamboogle).
 
     Example:
         >>> detect_format("nq_test.parquet")
@@ -248,11 +362,20 @@ def detect_format(path: str | Path) -> str:
     try:
         obj = json_value(first)
     except ValueError:
-        raise ValueError(f"{path}: cannot detect the QA format (expected parquet, a JSON list or "
-                         "JSON lines); pass --format") from None
+        obj = None  # not one JSON line: a JSON object over several lines, or a header line
+    if (isinstance(obj, dict) and "Data" in obj) or (obj is None and re.match(r'\{\s*"Data"\s*:', head)):
+        return "triviaqa"
     if isinstance(obj, dict) and "input" in obj and "output" in obj:
         return "kilt"
-    return "jsonl"
+    if obj is not None:
+        return "jsonl"
+    header = next(csv.reader([first], delimiter="\t" if "\t" in first else ","), [])
+    if all(c in header for c in POPQA_COLUMNS):
+        return "popqa"
+    if all(c in header for c in BAMBOOGLE_COLUMNS):
+        return "bamboogle"
+    raise ValueError(f"{path}: cannot detect the QA format (expected parquet, a JSON list, a TriviaQA JSON "
+                     "object, JSON lines, or a PopQA or Bamboogle header line); pass --format")
 
 
 def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split: str | None = None,

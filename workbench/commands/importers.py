@@ -38,11 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         add_db(p)
         p.set_defaults(func=_import_source)
 
-    q = kinds.add_parser("qa", help="QA dataset: Search-R1/FlashRAG parquet, KILT task JSONL, HotpotQA JSON, JSONL")
+    q = kinds.add_parser("qa", help="QA dataset: Search-R1/FlashRAG parquet, KILT task JSONL, HotpotQA/2Wiki JSON, "
+                                    "TriviaQA JSON, PopQA TSV, Bamboogle CSV, JSONL")
     q.add_argument("file")
     q.add_argument("--name", required=True, help="dataset name stored in questions.dataset")
     q.add_argument("--split", default=None, help="split (default: the records' own, else 'test')")
-    q.add_argument("--format", default="auto", choices=["auto", "parquet", "kilt", "hotpot", "jsonl"])
+    q.add_argument("--format", default="auto",
+                   choices=["auto", "parquet", "kilt", "hotpot", "triviaqa", "popqa", "bamboogle", "jsonl"],
+                   help="default auto: detected from the extension and the first record or header line")
     how = q.add_mutually_exclusive_group()
     how.add_argument("--replace", action="store_true", help="overwrite this dataset's questions of the same splits")
     how.add_argument("--append", action="store_true",
