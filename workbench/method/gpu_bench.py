@@ -739,5 +739,6 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
 
     per_step = seconds / get_preset(preset, **overrides).method.minibatches  # optimiser steps a round
     return {"model": str(model), "preset": preset, "overrides": overrides, "stages_s": stages,
-            "rollouts_split_s": {"generate": generate, "retrieve": retrieve}, "round_s": seconds, "peak_gib": _peak_gib(device), "s_per_optimiser_step": per_step,
+            "rollouts_split_s": {"generate": generate, "retrieve": retrieve}, "round_s": seconds,
+            "peak_gib": _peak_gib(device), "s_per_optimiser_step": per_step,
             "paper_314_steps_h": per_step * PAPER_STEPS / 3600, "search_r1_s_per_step_8xh100": list(SEARCH_R1_STEP_S)}
