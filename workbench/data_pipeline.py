@@ -107,8 +107,8 @@ def qa_files(folder: str | Path, datasets=TABLE1_DATASETS) -> list[tuple[str, st
     else NQ's (``nq_train.*`` or ``nq/train.*``) and HotpotQA's (``hotpotqa_train.*``,
     ``hotpotqa/train.*`` or ``hotpot_train_v1.1.json``). Each test set: ``NAME_test.*`` or
     ``NAME/test.*``, else ``dev`` in the same places (FlashRAG has only dev for HotpotQA and 2Wiki;
-    Search-R1 evaluates on it), imported as split 'test'; extensions parquet, jsonl, json, tsv, csv. A missing
-    one is a FileNotFoundError listing the names tried.
+    Search-R1 evaluates on it), imported as split 'test'; extensions parquet, jsonl, json, tsv, csv.
+    A missing one is a FileNotFoundError listing the names tried.
 
     Example:
         >>> qa_files("/nonexistent")
