@@ -265,3 +265,33 @@ def test_a_round_with_admitted_candidates(db, monkeypatch):
     con.close()
     assert rewards and all(r is not None and 0 <= r <= 1 for (r,) in rewards)  # Eq. 10's bell
     assert generated == len(rewards)
+
+
+def test_a_backend_whose_logprobs_are_not_the_trainers_recomputes_only_after_the_first_step(db, monkeypatch):
+    """vLLM's log-probs are not the trainer's, so the update needs the sampling policy's own: for the
+    first optimiser step that is the policy being trained (its log-probs, detached: ratio 1), so only
+    the later steps' rows are recomputed. The same rollouts and the same new log-probs as a run that
+    takes them at generation (HF): the same KL and entropy; no clipped token."""
+    from workbench.method.loop import Trainer
+    from workbench.policy.generation import HFBackend
+
+    recomputed = []
+    real = Trainer.recompute_old_logprobs
+
+    def counted(self, rows):
+        recomputed.append(len(rows))
+        return real(self, rows)
+
+    monkeypatch.setattr(Trainer, "recompute_old_logprobs", counted)
+    one = {"method.minibatches": 1}
+    (gen,) = train(db, run="own-gen", method="coevokg", preset="smoke", steps=1, overrides=one, progress=False, log=None)
+    monkeypatch.setattr(HFBackend, "trainer_logprobs", False)
+    (own,) = train(db, run="own-first", method="coevokg", preset="smoke", steps=1, overrides=one, progress=False,
+                   log=None)
+    assert recomputed == [] and own["clip_fraction"] == 0.0
+    assert own["kl"] == pytest.approx(gen["kl"], rel=1e-6) and own["entropy"] == pytest.approx(gen["entropy"], rel=1e-6)
+    (two,) = train(db, run="own-two", method="coevokg", preset="smoke", steps=1, overrides={"method.minibatches": 2},
+                   progress=False, log=None)
+    cfg = preset("smoke").method
+    rows = cfg.chains_per_round * cfg.admit_top_k * cfg.group_size  # the solver's; the proposer's too where scored
+    assert len(recomputed) == 1 and rows // 2 <= recomputed[0] < rows + cfg.chains_per_round * cfg.candidates_per_chain

@@ -13,9 +13,10 @@ figure does not need trained ones (``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1
   entropy, the reference's log-probs, ``update.policy_loss``, backward, clipping, AdamW) on
   ``update_batch`` x ``update_tokens`` tokens, LoRA rank ``lora_rank`` (0: full fine-tune):
   seconds a step, the reference forward's share, the trainer's own old-policy log-probs (the
-  forward the update adds when vLLM samples: ``Trainer.recompute_old_logprobs``, instead of
-  vLLM's per-token log-probs, which halve its throughput), peak GPU memory, and TFLOP/s by
-  6 N T against a measured bf16 matmul rate.
+  forward the update adds when vLLM samples, for the rows of a round's second and later
+  optimiser steps: ``Trainer.recompute_old_logprobs``, instead of vLLM's per-token log-probs,
+  which halve its throughput), peak GPU memory, and TFLOP/s by 6 N T against a measured bf16
+  matmul rate.
 * ``logprobs``: vLLM's log-probs against the trainer's for the same sampled tokens, on a trained
   ``model`` (:func:`bench_logprobs`).
 * ``loop``: ``rollout`` itself (multi-turn, stops, masks, search) at the shape on each engine

@@ -713,20 +713,27 @@ class Trainer:
         # steps (veRL's ppo_mini_batch_size) is ours, method.minibatches (1 = the paper's one step)
         if not rows:
             return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 1, "kl_coef": self.kl.coef}
-        if not self.policy.backend.trainer_logprobs:
-            start = time.perf_counter()
-            rows = self.recompute_old_logprobs(rows)
-            log.info("update: old log-probs of %d rows recomputed by the trainer: %.1f s", len(rows),
-                     time.perf_counter() - start)
         order = np.random.default_rng(self.seed_for(t, 5)).permutation(len(rows))
         parts = np.array_split(order, max(1, min(m.minibatches, len(rows))))
+        # A backend whose log-probs are not the trainer's (vLLM): the first step's policy is the one
+        # that sampled, so its old log-probs are its new ones, detached (ratio 1, as TRL's GRPO with one
+        # iteration); only the later steps' rows need the trainer's forward of the sampling policy.
+        own_first = not self.policy.backend.trainer_logprobs
+        later = sorted(int(i) for part in parts[1:] for i in part) if own_first else []
+        if later:
+            start = time.perf_counter()
+            for i, row in zip(later, self.recompute_old_logprobs([rows[i] for i in later])):
+                rows[i] = row
+            log.info("update: old log-probs of %d rows recomputed by the trainer: %.1f s", len(later),
+                     time.perf_counter() - start)
         steps = []
         for j, part in enumerate(parts):
             # the optimiser step's index counts every round's full share of minibatches, so a resumed
             # run warms up exactly as an uninterrupted one
             for group in self.optimizer.param_groups:
                 group["lr"] = warmup_lr(m.lr, t * m.minibatches + j, m.warmup_steps)
-            steps.append(self._step(t, [rows[i] for i in part], [advantages[i] for i in part]))
+            steps.append(self._step(t, [rows[i] for i in part], [advantages[i] for i in part],
+                                    own_old=own_first and j == 0))
         out = {k: float(np.mean([s[k] for s in steps])) for k in ("loss", "kl", "entropy", "clip_fraction")}
         return {**out, "skipped": sum(s["skipped"] for s in steps), "kl_coef": self.kl.coef}
 
@@ -750,8 +757,10 @@ class Trainer:
             with self.policy.base_only():
                 return self.policy.token_logprobs(input_ids, attention_mask)
 
-    def _step(self, t: int, rows: list[Trajectory], advantages: list[torch.Tensor]) -> dict:
-        """One optimiser step on ``rows``: the token-mean surrogate over all of their loss tokens."""
+    def _step(self, t: int, rows: list[Trajectory], advantages: list[torch.Tensor], own_old: bool = False) -> dict:
+        """One optimiser step on ``rows``: the token-mean surrogate over all of their loss tokens.
+        ``own_old``: the policy is still the one that sampled ``rows``; its log-probs, detached, are
+        the old ones."""
         m = self.cfg.method
         total_tokens = sum(int(sum(r.loss_mask)) for r in rows)
         if total_tokens == 0:
@@ -778,8 +787,8 @@ class Trainer:
             ref_logp = self._reference_logprobs(tensors["input_ids"], tensors["attention_mask"])
             mask = tensors["loss_mask"].float()
             adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
-            loss, stats = policy_loss(new_logp, tensors["old_logprobs"], ref_logp, adv, mask,
-                                      m.clip_eps, self.kl.coef)
+            old_logp = new_logp.detach() if own_old else tensors["old_logprobs"]
+            loss, stats = policy_loss(new_logp, old_logp, ref_logp, adv, mask, m.clip_eps, self.kl.coef)
             share = float(mask.sum()) / total_tokens  # token-mean over all of this step's rows
             (loss * share).backward()
             sums["loss"] += float(loss.detach()) * share
