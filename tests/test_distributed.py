@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -333,6 +334,7 @@ def test_a_rank_that_fails_is_its_exit_code_and_a_line_not_a_traceback(db):
                           timeout=600)
     err = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr[-3000:]
-    assert err[-1] == "workbench train --gpus 2: rank 0 failed (exit code 2); its error is above"
+    # both ranks load the model, so either may be the first to fail (once seen as a flake of rank 0's line)
+    assert re.fullmatch(r"workbench train --gpus 2: rank [01] failed \(exit code 2\); its error is above", err[-1])
     assert any("/nonexistent/model" in line for line in err) and "Traceback" not in done.stderr
     assert len(err) <= 3, done.stderr  # the rank's error, the other rank's lost connection, the summary
