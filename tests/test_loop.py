@@ -268,30 +268,41 @@ def test_a_round_with_admitted_candidates(db, monkeypatch):
 
 
 def test_a_backend_whose_logprobs_are_not_the_trainers_recomputes_only_after_the_first_step(db, monkeypatch):
-    """vLLM's log-probs are not the trainer's, so the update needs the sampling policy's own: for the
-    first optimiser step that is the policy being trained (its log-probs, detached: ratio 1), so only
-    the later steps' rows are recomputed. The same rollouts and the same new log-probs as a run that
-    takes them at generation (HF): the same KL and entropy; no clipped token."""
+    """vLLM's log-probs are not the trainer's (NaN unless asked for), so the update needs the sampling
+    policy's own: for the first optimiser step that is the policy being trained (its log-probs,
+    detached: ratio 1), so only the later steps' rows are recomputed. Here the HF backend plays vLLM:
+    told its log-probs are not the trainer's and giving NaN ones, so a step that read them would be
+    skipped as non-finite. The same rollouts and new log-probs as a run with HF's own: the same KL
+    and entropy; no clipped token."""
+    import dataclasses
+
     from workbench.method.loop import Trainer
     from workbench.policy.generation import HFBackend
 
     recomputed = []
-    real = Trainer.recompute_old_logprobs
+    real_recompute, real_generate = Trainer.recompute_old_logprobs, HFBackend.generate
 
     def counted(self, rows):
         recomputed.append(len(rows))
-        return real(self, rows)
+        return real_recompute(self, rows)
+
+    def nan_logprobs(self, *args, **kwargs):
+        return [dataclasses.replace(g, logprobs=[float("nan")] * len(g.logprobs))
+                for g in real_generate(self, *args, **kwargs)]
 
     monkeypatch.setattr(Trainer, "recompute_old_logprobs", counted)
     one = {"method.minibatches": 1}
-    (gen,) = train(db, run="own-gen", method="coevokg", preset="smoke", steps=1, overrides=one, progress=False, log=None)
+    (gen,) = train(db, run="own-gen", method="coevokg", preset="smoke", steps=1, overrides=one, progress=False,
+                   log=None)
     monkeypatch.setattr(HFBackend, "trainer_logprobs", False)
+    monkeypatch.setattr(HFBackend, "generate", nan_logprobs)
     (own,) = train(db, run="own-first", method="coevokg", preset="smoke", steps=1, overrides=one, progress=False,
                    log=None)
-    assert recomputed == [] and own["clip_fraction"] == 0.0
+    assert recomputed == [] and own["skipped_update"] == 0 and own["clip_fraction"] == 0.0
     assert own["kl"] == pytest.approx(gen["kl"], rel=1e-6) and own["entropy"] == pytest.approx(gen["entropy"], rel=1e-6)
-    (two,) = train(db, run="own-two", method="coevokg", preset="smoke", steps=1, overrides={"method.minibatches": 2},
-                   progress=False, log=None)
+    (two,) = train(db, run="own-two", method="coevokg", preset="smoke", steps=1,
+                   overrides={"method.minibatches": 2}, progress=False, log=None)
     cfg = preset("smoke").method
     rows = cfg.chains_per_round * cfg.admit_top_k * cfg.group_size  # the solver's; the proposer's too where scored
-    assert len(recomputed) == 1 and rows // 2 <= recomputed[0] < rows + cfg.chains_per_round * cfg.candidates_per_chain
+    assert two["skipped_update"] == 0 and len(recomputed) == 1
+    assert rows // 2 <= recomputed[0] < rows + cfg.chains_per_round * cfg.candidates_per_chain

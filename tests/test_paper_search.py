@@ -111,7 +111,8 @@ def test_search_r1_hits_get_the_entity_their_passage_has_in_the_store(kilt_store
     assert [h.entity_id for h in hits[0]] == [in_store[h.text] for h in hits[0][:3]] + [None]
     assert [h.entity_id for h in hits[0]] == [titles["Alba"], titles["Café Noir"], titles["Zed River"], None]
     assert hits[1] == hits[0] and [h.passage_id for h in hits[0]] == [0, 1, 2, 3]
-    assert con.execute("SELECT source FROM entities WHERE entity_id = ?", [titles["Zed River"]]).fetchone() == ("wiki18",)
+    source = con.execute("SELECT source FROM entities WHERE entity_id = ?", [titles["Zed River"]]).fetchone()
+    assert source == ("wiki18",)
 
 
 def test_entity_ids_the_server_sends_are_kept(kilt_store):

@@ -52,7 +52,10 @@ def test_memory_by_hand_for_lora_and_full_fine_tune():
     # the engine: HF holds the batch's KV cache; vLLM reserves rollout.vllm_memory of the GPU, whatever the batch
     assert full["rollout engine"] == kv and lora["rollout engine"] == int(cfg.rollout.vllm_memory * 80 * GIB)
     for m in (full, lora):
-        assert m["total"] == sum(v for k, v in m.items() if k != "total" and not k.startswith("kv cache"))
+        beside = ("total", "kv cache", "rollout engine needs")  # reported beside the total, not in it
+        assert m["total"] == sum(v for k, v in m.items() if not k.startswith(beside))
+    assert full["rollout engine needs at least"] == 0 and lora["rollout engine needs at least"] == \
+        2 * n + cfg.rollout.max_total_tokens * s.kv_bytes_per_token()
 
 
 def test_a_dense_index_searched_on_the_gpu_counts_its_float16_vectors():
@@ -77,6 +80,15 @@ def test_more_gpus_split_the_batch_and_the_token_work():
     a = Assumptions()
     tokens = 64 * 8 * a.mean_tokens
     assert one["update"] == pytest.approx(tokens * 6 * shape.parameters() / (a.peak_tflops * 1e12 * a.mfu))
+    # one step a round: the reference's forward only (the step's old log-probs are its own); 4 steps with
+    # vLLM: the old log-probs of the last 3 steps' rows too; HF's come from generation
+    forward = tokens * 2 * shape.parameters() / (a.peak_tflops * 1e12 * a.mfu)
+    assert one["old and reference log-probs"] == pytest.approx(forward)
+    four = {"method.minibatches": 4}
+    vllm_four = time_per_round(preset("paper-7b", **four), shape)
+    assert vllm_four["old and reference log-probs"] == pytest.approx(1.75 * forward)
+    hf = preset("paper-7b", **four, **{"rollout.backend": "hf"})
+    assert time_per_round(hf, shape)["old and reference log-probs"] == pytest.approx(forward)
     with pytest.raises(ValueError, match="--gpus 0"):
         plan(cfg, "/nonexistent.duckdb", gpus=0)
 
@@ -123,12 +135,17 @@ def test_cli_plan_exit_status_and_output(tmp_path, capsys):
     assert "MISSING" not in out and "3.09B parameters" in out and "memory per GPU (estimate)" in out
     assert main(args + ["--dataset", "bamboogle"]) == 1
     assert "[MISSING] test set bamboogle" in capsys.readouterr().out
-    assert main(args + ["--json", "--gpus", "8"]) == 0
+    assert main(args + ["--json", "--gpus", "8", "--gpu-memory-gib", "139.8"]) == 0  # not the test machine's GPU
     p = json.loads(capsys.readouterr().out)
     assert p["gpus"] == 8 and p["memory_per_gpu"]["total"] / GIB < 141 and p["rounds"] == 314 and p["fits"]
     assert main(args + ["--gpu-memory-gib", "40"]) == 0  # vLLM's 0.3 of 40 GiB leaves room for the 3B trainer
     assert "fits a GPU of 40.0 GiB" in capsys.readouterr().out
     assert main(args + ["--gpu-memory-gib", "16"]) == 0
     assert "DOES NOT FIT a GPU of 16.0 GiB" in capsys.readouterr().out
+    eight_b = ["plan", "--preset", "paper-8b", "--db", str(db), "--dataset", "nq",
+               "--set", f"search.dense_model={encoder}"]
+    assert main(eight_b + ["--gpu-memory-gib", "40", "--json"]) == 1  # no 8B folder here: MISSING, but planned
+    p = json.loads(capsys.readouterr().out)  # 0.3 of 40 GiB under 8B's 15 GiB of weights: vLLM would not start
+    assert p["memory_per_gpu"]["total"] / GIB < 40 and not p["fits"]
     assert main(args + ["--gpu-memory-gib", "0"]) != 0
     assert "--gpu-memory-gib 0.0: expected a number > 0" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import pytest
 
 from workbench import store
 from workbench.cli import main
-from workbench.qa_import import detect_format, import_qa
+from workbench.qa_import import FORMATS, detect_format, import_qa
 
 
 def rows(con, dataset):
@@ -145,6 +145,10 @@ def test_cli_import_qa(tmp_path, capsys):
     assert "expected a JSON object" in capsys.readouterr().err
     con = store.connect(db)
     assert con.execute("SELECT dataset, count(*) FROM questions GROUP BY ALL").fetchall() == [("hotpotqa", 2)]
+    with pytest.raises(SystemExit):
+        main(["import", "qa", "--help"])
+    shown = capsys.readouterr().out
+    assert all(f in shown for f in FORMATS)  # the CLI lists every format the module reads
 
 
 # ------------------------------------------------------------------ issue 12: encoding and degenerate inputs
@@ -407,3 +411,14 @@ def test_cli_imports_the_new_formats_by_name(tmp_path, capsys):
     con = store.connect(db)
     assert con.execute("SELECT dataset, split, count(*) FROM questions GROUP BY ALL ORDER BY 1").fetchall() == [
         ("bamboogle", "test", 2), ("popqa", "test", 2), ("triviaqa", "test", 2)]
+
+
+def test_a_blank_id_cell_is_no_id_and_data_need_not_be_the_first_key(con, tmp_path):
+    """Found by review: rows with an empty ``id`` cell are not each other's duplicates; a re-dumped
+    TriviaQA file with ``Data`` after other keys is still detected."""
+    blank = [row.split("\t", 1)[1] for row in POPQA_ROWS]  # the id cell emptied
+    path = popqa_tsv(tmp_path / "p.tsv", ["\t" + rest for rest in blank])
+    assert import_qa(con, path, "popqa")["questions"] == 2
+    t = tmp_path / "t.json"
+    t.write_text(json.dumps({"Version": 1.0, "Split": "dev", "Data": TRIVIAQA}, indent=2))
+    assert detect_format(t) == "triviaqa"

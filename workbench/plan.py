@@ -18,8 +18,9 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
 * :func:`time_per_round`: seconds per round from the stated assumptions (:class:`Assumptions`:
   decode throughput, the share of peak FLOPs the trainer reaches, mean trajectory length), with
   the FLOPs of the update (6 x parameters per token for a full fine-tune, 4 for LoRA: no weight
-  gradients of the base, plus 2 for the checkpointed recompute) and of the two extra forward
-  passes (old log-probs, the reference).
+  gradients of the base, plus 2 for the checkpointed recompute) and of the extra forward passes:
+  the reference's, and with vLLM the trainer's old log-probs of the rows of a round's second and
+  later optimiser steps (the first step's are its own; the HF backend's come from generation).
 
 These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
 ``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
@@ -137,7 +138,8 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
     batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The
     rollout batch's KV cache at the assumed mean trajectory length, and at ``max_total_tokens``, are
     reported beside the total (``kv cache ...``, not added: vLLM pages its reserved share and
-    preempts rows beyond it; the HF backend's engine part is the first of them). A dense
+    preempts rows beyond it; the HF backend's engine part is the first of them), and so is the least
+    vLLM's share must hold (its weights and one trajectory's KV cache). A dense
     index searched on the GPU (``search.device`` not 'cpu') holds ``passages`` float16 vectors on
     rank 0 (the largest GPU's share is what the total gives).
 
@@ -170,6 +172,8 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
     vllm = r.backend in ("auto", "vllm")  # auto is vLLM on a CUDA machine that has it
     parts["rollout engine"] = int(r.vllm_memory * a.gpu_memory_gib * GIB) if vllm else needed
     parts["total"] = sum(parts.values())
+    # vLLM's share must hold its bf16 weights and one trajectory's KV cache, or it does not start
+    parts["rollout engine needs at least"] = 2 * n + seq * shape.kv_bytes_per_token() if vllm else 0
     parts["kv cache the rollout batch needs"] = needed
     parts["kv cache at max length"] = rollouts * seq * shape.kv_bytes_per_token()
     return parts
@@ -237,6 +241,7 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
     tokens = trajectories * min(a.mean_tokens, r.max_total_tokens) / gpus
     decode = a.decode_tokens_per_s * 3.09e9 / n
     flops_per_token = (4 + 2) * n if m.lora_rank > 0 else (6 + 2) * n  # + the checkpointed recompute
+    old_forward = (m.minibatches - 1) / m.minibatches if r.backend in ("auto", "vllm") else 0.0
     throughput = a.peak_tflops * 1e12 * a.mfu
     propose = m.chains_per_round * m.candidates_per_chain * m.proposer_max_new_tokens / gpus / decode
     judges = (m.chains_per_round * m.verifier_max_new_tokens if m.verifier == "llm" else 0) / gpus / decode \
@@ -245,7 +250,7 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
         "proposer generation": propose,
         "llm verifier and extractor": judges,
         "solver rollouts": tokens * a.generated_share / decode + r.max_turns * a.search_s,
-        "old and reference log-probs": tokens * 2 * (2 * n) / throughput,
+        "old and reference log-probs": tokens * (1 + old_forward) * (2 * n) / throughput,
         "update": tokens * flops_per_token / throughput,
         "validation": m.val_questions * 2 * min(a.mean_tokens, r.max_total_tokens) * a.generated_share / gpus / decode,
     }
@@ -360,7 +365,8 @@ def plan(cfg, db: str | Path, model: str | None = None, gpus: int = 1, a: Assump
             "parameters": shape.parameters(), "trainable": shape.lora_parameters(cfg.method.lora_rank)
             if cfg.method.lora_rank else shape.parameters(),
             "checks": [asdict(c) for c in check_inputs(cfg, db, model, datasets)],
-            "memory_per_gpu": memory, "fits": memory["total"] <= a.gpu_memory_gib * GIB,
+            "memory_per_gpu": memory, "fits": memory["total"] <= a.gpu_memory_gib * GIB
+            and memory["rollout engine"] >= memory["rollout engine needs at least"],
             "disk": checkpoint_disk(cfg, shape),
             "seconds_per_round": per_round, "rounds": cfg.method.steps,
             "hours_per_run": per_round["total"] * cfg.method.steps / 3600, "assumptions": asdict(a)}
@@ -374,12 +380,14 @@ def format_plan(p: dict) -> str:
     lines += ["", "memory per GPU (estimate):"]
     lines += [f"  {k:<32} {v / GIB:8.1f} GiB" for k, v in p["memory_per_gpu"].items()]
     gpu = p["assumptions"]["gpu_memory_gib"]
-    lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB"]
+    lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB (a lower bound: measured peaks "
+              "ran 10-28 GiB above it, README)"]
     lines += ["", "disk for the run's checkpoints (estimate):"]
     lines += [f"  {k:<36} {v / GIB:8.2f} GiB" for k, v in p["disk"].items()]
     lines += ["", "time per round = optimiser step (estimate, from the assumptions below):"]
     lines += [f"  {k:<28} {v:8.1f} s" for k, v in p["seconds_per_round"].items()]
     lines += [f"  {p['rounds']} rounds: {p['hours_per_run']:.1f} h (+ the final evaluation)", "",
               "assumptions: " + ", ".join(f"{k}={v}" for k, v in p["assumptions"].items()),
-              "(estimates; N GPUs: `workbench train --gpus N` splits the rollouts and the tokens N ways, data parallel)"]
+              "(estimates; N GPUs: `workbench train --gpus N` splits the rollouts and the tokens N ways, "
+              "data parallel)"]
     return "\n".join(lines)

@@ -106,8 +106,8 @@ def _label(value, what: str, numbers: bool = False) -> str | None:
 
 def _ident(record):
     """The record's own id (``_id``, ``id`` or TriviaQA's ``QuestionId``), or None."""
-    if isinstance(record, dict):
-        return next((record[k] for k in ("_id", "id", "QuestionId") if k in record), None)
+    if isinstance(record, dict):  # a blank cell of a table's id column is no id
+        return next((record[k] for k in ("_id", "id", "QuestionId") if record.get(k) not in (None, "")), None)
     return None
 
 
@@ -271,14 +271,18 @@ def _triviaqa_data(path: Path) -> tuple[list, str | None]:
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 
 
+def _header(first: str) -> tuple[str, str, list[str]]:
+    """(delimiter, its name, the columns) of a table's header line: tabs when it has one, else commas."""
+    delimiter, kind = ("\t", "tab") if "\t" in first else (",", "comma")
+    return delimiter, kind, next(csv.reader([first], delimiter=delimiter), [])
+
+
 def _table(path: Path, required: tuple[str, ...], what: str) -> Iterator[tuple[int, object]]:
     """(line number, the row as {header column: cell} or an ``_Unreadable``) for every non-blank row
     of a tab- or comma-separated file (tabs when the header line has one) whose header has ``required``."""
     with open(path, "rb") as f:
         lines = ((strip_bom(raw) if i == 0 else raw).decode("utf-8", "surrogateescape") for i, raw in enumerate(f))
-        first = next(lines, "")
-        delimiter, kind = ("\t", "tab") if "\t" in first else (",", "comma")
-        header = next(csv.reader([first], delimiter=delimiter), [])
+        delimiter, kind, header = _header(next(lines, ""))
         if any(c not in header for c in required):
             raise ValueError(f"{path} line 1: expected a {what} header with columns {list(required)}, got {header}")
         rows = csv.reader(lines, delimiter=delimiter)
@@ -363,13 +367,13 @@ def detect_format(path: str | Path) -> str:
         obj = json_value(first)
     except ValueError:
         obj = None  # not one JSON line: a JSON object over several lines, or a header line
-    if (isinstance(obj, dict) and "Data" in obj) or (obj is None and re.match(r'\{\s*"Data"\s*:', head)):
+    if (isinstance(obj, dict) and "Data" in obj) or (obj is None and re.search(r'"Data"\s*:\s*\[', head)):
         return "triviaqa"
     if isinstance(obj, dict) and "input" in obj and "output" in obj:
         return "kilt"
     if obj is not None:
         return "jsonl"
-    header = next(csv.reader([first], delimiter="\t" if "\t" in first else ","), [])
+    _, _, header = _header(first)
     if all(c in header for c in POPQA_COLUMNS):
         return "popqa"
     if all(c in header for c in BAMBOOGLE_COLUMNS):

@@ -663,6 +663,7 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     def timed(policy, name: str) -> dict:
         if hasattr(policy.backend, "llm"):  # no variant reads prefixes another one cached
             policy.backend.llm.reset_prefix_cache()
+        search._cache.clear()  # nor searches: each timing searches as the loop's first pass does
         _sync(device)
         start = time.perf_counter()
         with gc_seconds() as spent:
@@ -718,7 +719,7 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
     """One CoEvoKG round with ``model`` on ``db`` (the bench's own run, replaced each time):
     seconds per stage, peak GPU memory, and the paper's 314 steps extrapolated. The rollouts'
     seconds are split into generation and retrieval (``rollouts_split_s``: the solver trajectories'
-    ``gen_seconds`` and ``search_seconds``, which sum to the stage's wall time)."""
+    ``gen_seconds`` and ``search_seconds``, whose sum is ``rollout``'s own time within the stage)."""
     from workbench import store
     from workbench.method.train import train
 

@@ -6,7 +6,8 @@ eos, with the log-prob of every new token under the raw policy (softmax of the u
 temperature and top-p shape only the sampling). Temperature 0 is greedy. ``sync(model)`` brings the
 backend's weights to the trainer's after an optimiser update, and ``trainer_logprobs`` says whether
 its log-probs are the trainer's own (then the update uses them as the old-policy log-probs; else
-the trainer recomputes them).
+a round's first optimiser step uses the policy's own, detached, and the trainer recomputes them
+for the rows of later steps).
 
 - ``HFBackend`` (CPU and GPU): batched ``model.generate`` with left padding and the KV cache; a
   ``StoppingCriteria`` decodes each row's newest tokens and stops the row once a stop string
@@ -289,15 +290,15 @@ class VLLMBackend:
     set unless the caller set it). ``choices`` run in two passes: up to the marker, then one of the
     row's strings under vLLM's structured-output ``choice`` constraint. Per-token log-probs are
     asked for only with ``logprobs=True`` (they cost ~40% of its throughput at batch 256, issue 14):
-    by default each ``Generation.logprobs`` is NaN and the trainer computes the old-policy log-probs
-    itself (``trainer_logprobs`` is False), in its own precision.
+    by default each ``Generation.logprobs`` is NaN and the trainer takes the old-policy log-probs
+    from its own forward (``trainer_logprobs`` is False), in its own precision.
 
     Example (GPU only, not run here):
         >>> VLLMBackend("runs/warmstart", tokenizer)  # doctest: +SKIP
     """
 
     name = "vllm"
-    trainer_logprobs = False  # bf16 serving kernels: the update recomputes old log-probs
+    trainer_logprobs = False  # bf16 serving kernels: the update takes old log-probs from the trainer
 
     def __init__(self, model_path: str, tokenizer, sync: str = "merged", lora_rank: int = 0,
                  gpu_memory_utilization: float = 0.3, logprobs: bool = False, stop_by_token: bool = False,
