@@ -256,9 +256,9 @@ def test_role_ablations_drop_that_role_from_the_update(db, monkeypatch, method, 
     seen = []
     real = loop.Trainer._step
 
-    def step(self, t, rows, advantages):
+    def step(self, t, rows, advantages, **kwargs):
         seen.extend(rows)
-        return real(self, t, rows, advantages)
+        return real(self, t, rows, advantages, **kwargs)
 
     monkeypatch.setattr(loop.Trainer, "_step", step)
     train(db, run=f"roles-{method}", method=method, preset="smoke", steps=1, progress=False, log=None)
