@@ -247,6 +247,8 @@ def test_cache_counts_hits_and_returns_identical_results(db):
     assert tool.search(["Grey Tide director"]) == first[:1]
     tool.reset_cache_stats()
     assert tool.cache_stats() == {"hits": 0, "misses": 0, "hit_rate": 0.0}
+    tool.clear_cache()  # a cleared cache searches again, with the same results
+    assert tool.search(["Grey Tide director"]) == first[:1] and tool.cache_stats()["misses"] == 1
 
 
 def test_render_is_search_r1_format(db):

@@ -663,7 +663,7 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     def timed(policy, name: str) -> dict:
         if hasattr(policy.backend, "llm"):  # no variant reads prefixes another one cached
             policy.backend.llm.reset_prefix_cache()
-        search._cache.clear()  # nor searches: each timing searches as the loop's first pass does
+        search.clear_cache()  # nor searches: each timing searches as the loop's first pass does
         _sync(device)
         start = time.perf_counter()
         with gc_seconds() as spent:

@@ -117,6 +117,11 @@ class Retriever(CacheCounters):
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         raise NotImplementedError
 
+    def clear_cache(self) -> None:
+        """Forget every cached result, so the next searches run as a fresh tool's (the counts stay)."""
+        with self._lock:
+            self._cache.clear()
+
     def close(self) -> None:
         """Release what the retriever holds open (nothing here; ``SearchTool``'s mapped store)."""
 
