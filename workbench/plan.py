@@ -133,6 +133,11 @@ def model_shape(model: str) -> Shape:
 
 # ---------------------------------------------------------------- memory and disk
 
+def _vllm(rollout) -> bool:
+    """Whether the run generates with vLLM: ``auto`` is vLLM on a CUDA machine that has it, as a plan assumes."""
+    return rollout.backend in ("auto", "vllm")
+
+
 def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None, passages: int = 0) -> dict[str, int]:
     """Bytes per GPU by part (module docstring), and their ``total``. ``gpus`` splits the rollout
     batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The
@@ -169,7 +174,7 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
         if cfg.search.index == "dense" and not cfg.search.url and cfg.search.device != "cpu" else 0,
     }
     needed = rollouts * min(a.mean_tokens, seq) * shape.kv_bytes_per_token()
-    vllm = r.backend in ("auto", "vllm")  # auto is vLLM on a CUDA machine that has it
+    vllm = _vllm(r)
     parts["rollout engine"] = int(r.vllm_memory * a.gpu_memory_gib * GIB) if vllm else needed
     parts["total"] = sum(parts.values())
     # vLLM's share must hold its bf16 weights and one trajectory's KV cache, or it does not start
@@ -241,7 +246,7 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
     tokens = trajectories * min(a.mean_tokens, r.max_total_tokens) / gpus
     decode = a.decode_tokens_per_s * 3.09e9 / n
     flops_per_token = (4 + 2) * n if m.lora_rank > 0 else (6 + 2) * n  # + the checkpointed recompute
-    old_forward = (m.minibatches - 1) / m.minibatches if r.backend in ("auto", "vllm") else 0.0
+    old_forward = (m.minibatches - 1) / m.minibatches if _vllm(r) else 0.0
     throughput = a.peak_tflops * 1e12 * a.mfu
     propose = m.chains_per_round * m.candidates_per_chain * m.proposer_max_new_tokens / gpus / decode
     judges = (m.chains_per_round * m.verifier_max_new_tokens if m.verifier == "llm" else 0) / gpus / decode \
