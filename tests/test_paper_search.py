@@ -125,6 +125,19 @@ def test_entity_ids_the_server_sends_are_kept(kilt_store):
     assert [h.entity_id for h in hits] == [77, alba]
 
 
+def test_a_retriever_whose_store_was_closed_says_so(search_r1_wire):
+    con = store.connect(":memory:")  # noqa: F811
+    con.execute("INSERT INTO entities VALUES (4, 'Alba', NULL, 'entity', 'kilt')")
+    served = Documents([Hit(0, None, "Alba", "Alba premiered in 1990.", 9.0)])
+    with running_server(served) as url:
+        remote = _remote(url, con, 1)
+        assert remote.search(["Alba"])[0][0].entity_id == 4
+        con.close()
+        with pytest.raises(RuntimeError, match="search.url reads the entity of each hit's title from the store, but "
+                                               "the store connection the search tool was opened on is closed"):
+            remote.search(["Alba again"])  # a new query: not the cache's answer
+
+
 def test_rollouts_through_search_r1s_server_get_the_local_entity_ids(policy, tool, con, search_r1_wire):  # noqa: F811
     local = rollout(policy, tool, [EASY, HARD], 2, temperature=0, **_kw())
     with running_server(tool) as url:

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 from workbench.kg.sources import split_contents
+from workbench.search.on_disk import read_store
 from workbench.search.tool import Hit, Retriever
 
 
@@ -75,7 +76,7 @@ class TitleEntities:
     and ~2 GB to build, while the join of a few hundred titles scans them in ~0.13 s on 2 cores
     (DuckDB parallelises it), and runs only when some hit lacks an id. Reads on its own cursor of
     ``con`` (so a server thread never shares the caller's connection), which must stay open while
-    the retriever searches.
+    the retriever searches (a closed one is a RuntimeError that says so, as in ``StorePassages``).
 
     Example:
         >>> from workbench import store
@@ -93,7 +94,8 @@ class TitleEntities:
         wanted = sorted(set(titles))
         if not wanted:
             return {}
-        return {title: int(ent) for title, ent in self.cur.execute(_TITLE_IDS_SQL, [wanted]).fetchall()}
+        found = read_store(self.cur, _TITLE_IDS_SQL, [wanted], "search.url reads the entity of each hit's title")
+        return {title: int(ent) for title, ent in found}
 
     def fill(self, rows: list[list[Hit]]) -> list[list[Hit]]:
         """``rows`` with each hit that has no entity id given its title's (unknown titles stay None)."""

@@ -139,6 +139,20 @@ def corpus_record(con, root: Path, chunk: int = DENSE_CHUNK) -> dict:
             "passage_ids": str(_corpus_dir(root, digest) / "passage_ids.npy")}
 
 
+def read_store(cur, sql: str, params: list, reads: str) -> list[tuple]:
+    """``cur.execute(sql, params).fetchall()`` for a search tool reading on its cursor of the caller's
+    store; a closed connection (the caller closed the store the tool was given) is a RuntimeError
+    that says so, ``reads`` naming what the tool reads there ("search.mmap reads each hit's passage"),
+    not DuckDB's "Connection already closed"."""
+    import duckdb
+
+    try:
+        return cur.execute(sql, params).fetchall()
+    except duckdb.ConnectionException as e:  # the caller closed the connection the tool reads through
+        raise RuntimeError(f"{reads} from the store, but the store connection the search tool was opened on is "
+                           "closed: keep it open while the tool searches") from e
+
+
 class StorePassages:
     """The passages of index rows, fetched from the store per search (nothing held but the
     memory-mapped row -> passage_id map). Reads on its own cursor of ``con`` (so a server thread
@@ -154,14 +168,8 @@ class StorePassages:
 
     def rows(self, rows) -> list[tuple]:
         """(passage_id, entity_id, title, text) of each index row, in the order given."""
-        import duckdb
-
         wanted = [int(self.ids[int(r)]) for r in rows]
-        try:
-            fetched = self.cur.execute(_HITS_SQL, [sorted(set(wanted))]).fetchall()
-        except duckdb.ConnectionException as e:  # the caller closed the connection the tool reads through
-            raise RuntimeError("search.mmap reads each hit's passage from the store, but the store connection the "
-                               "search tool was opened on is closed: keep it open while the tool searches") from e
+        fetched = read_store(self.cur, _HITS_SQL, [sorted(set(wanted))], "search.mmap reads each hit's passage")
         found = {pid: (pid, ent, title, text) for pid, ent, title, text in fetched}
         missing = [pid for pid in wanted if pid not in found]
         if missing:
