@@ -367,19 +367,35 @@ def test_bamboogle_bad_row_is_named_and_skippable(con, tmp_path):
     assert con.execute("SELECT line FROM skipped_lines").fetchall() == [(4,)]
 
 
-TWOWIKI = [  # 2WikiMultihopQA's dev.json layout
+TWOWIKI = [  # 2WikiMultihopQA's dev.json layout (_id, type, question, context, supporting_facts, evidences, answer)
     {"_id": "8813f87c0bdd11eba7f7acde48001122", "type": "compositional",
      "question": "Who is the mother of the director of film Alba (1990)?",
      "context": [["Alba (1990 film)", ["Alba is a 1990 film directed by Bo Lind."]],
                  ["Bo Lind", ["Bo Lind (born 1950) is a film director.", "He is the son of Cara Lind."]]],
      "supporting_facts": [["Alba (1990 film)", 0], ["Bo Lind", 1]],
      "evidences": [["Alba", "director", "Bo Lind"], ["Bo Lind", "mother", "Cara Lind"]], "answer": "Cara Lind"},
-    {"_id": "5a8b57f25542995d1e6f1371", "type": "bridge_comparison",
+    {"_id": "a5b8d2c40bdb11eba7f7acde48001122", "type": "bridge_comparison",
      "question": "Which film has the director born first, Alba or Zed?",
-     "context": [["Zed", ["Zed is a film by Dan Roe."]], ["Dan Roe", ["Dan Roe (born 1960)."]]],
-     "supporting_facts": [["Zed", 0], ["Dan Roe", 0]],
+     "context": [["Zed", ["Zed is a 1985 film.", "It was directed by Dan Roe."]],
+                 ["Dan Roe", ["Dan Roe (born 12 May 1960) is a director."]],
+                 ["Alba (1990 film)", ["Alba is a 1990 film directed by Bo Lind."]],
+                 ["Bo Lind", ["Bo Lind (born 3 June 1950) is a film director."]]],
+     "supporting_facts": [["Alba (1990 film)", 0], ["Zed", 1], ["Bo Lind", 0], ["Dan Roe", 0]],
      "evidences": [["Alba", "director", "Bo Lind"], ["Zed", "director", "Dan Roe"],
-                   ["Bo Lind", "date of birth", "1950"], ["Dan Roe", "date of birth", "1960"]], "answer": "Alba"}]
+                   ["Bo Lind", "date of birth", "3 June 1950"], ["Dan Roe", "date of birth", "12 May 1960"]],
+     "answer": "Alba"},
+    {"_id": "c1f0a7e60bdc11eba7f7acde48001122", "type": "comparison",
+     "question": "Who was born first, Bo Lind or Dan Roe?",
+     "context": [["Bo Lind", ["Bo Lind (born 3 June 1950) is a film director."]],
+                 ["Dan Roe", ["Dan Roe (born 12 May 1960) is a director."]]],
+     "supporting_facts": [["Bo Lind", 0], ["Dan Roe", 0]],
+     "evidences": [["Bo Lind", "date of birth", "3 June 1950"], ["Dan Roe", "date of birth", "12 May 1960"]],
+     "answer": "Bo Lind"},
+    {"_id": "d2e1b8f70bdc11eba7f7acde48001122", "type": "inference",
+     "question": "Who is the paternal grandmother of Bo Lind?",
+     "context": [["Bo Lind", ["Bo Lind is the son of Eli Lind."]], ["Eli Lind", ["Eli Lind's mother is Fay Lind."]]],
+     "supporting_facts": [["Bo Lind", 0], ["Eli Lind", 0]],
+     "evidences": [["Bo Lind", "father", "Eli Lind"], ["Eli Lind", "mother", "Fay Lind"]], "answer": "Fay Lind"}]
 
 
 def test_2wiki_json_is_read_by_the_hotpot_reader(con, tmp_path):
@@ -387,15 +403,21 @@ def test_2wiki_json_is_read_by_the_hotpot_reader(con, tmp_path):
     path.write_text(json.dumps(TWOWIKI))
     assert detect_format(path) == "hotpot"
     assert import_qa(con, path, "2wiki")["format"] == "hotpot"
+    # hops: the record's evidence triples; bridge_comparison needs two bridge facts and the two compared
     assert [(r[1], r[2], r[3], r[5]) for r in rows(con, "2wiki")] == [
         ("compositional", "Who is the mother of the director of film Alba (1990)?", ["Cara Lind"], 2),
-        ("bridge_comparison", "Which film has the director born first, Alba or Zed?", ["Alba"], 2)]
-    path.write_text(json.dumps([TWOWIKI[0], {k: v for k, v in TWOWIKI[1].items() if k != "context"}]))
-    with pytest.raises(ValueError, match=r"dev\.json index 1 \(id '5a8b57f25542995d1e6f1371'\): expected field "
-                                         r"'context' \(a list\)"):
+        ("bridge_comparison", "Which film has the director born first, Alba or Zed?", ["Alba"], 4),
+        ("comparison", "Who was born first, Bo Lind or Dan Roe?", ["Bo Lind"], 2),
+        ("inference", "Who is the paternal grandmother of Bo Lind?", ["Fay Lind"], 2)]
+    path.write_text(json.dumps([TWOWIKI[0], {k: v for k, v in TWOWIKI[1].items() if k != "context"},
+                                {**TWOWIKI[2], "evidences": [["Bo Lind", "date of birth"]]}]))
+    with pytest.raises(ValueError, match=r"dev\.json index 1 \(id 'a5b8d2c40bdb11eba7f7acde48001122'\): expected "
+                                         r"field 'context' \(a list\)"):
         import_qa(con, path, "2wiki-bad")
     result = import_qa(con, path, "2wiki-bad", skip_bad=True)
-    assert (result["questions"], result["skipped"]) == (1, 1)
+    assert (result["questions"], result["skipped"]) == (1, 2)
+    errors = [e for (e,) in con.execute("SELECT error FROM skipped_lines ORDER BY line").fetchall()]
+    assert len(errors) == 2 and "expected field 'evidences' (a list of [subject, relation, object] triples)" in errors[1]
 
 
 def test_cli_imports_the_new_formats_by_name(tmp_path, capsys):

@@ -5,9 +5,10 @@ Formats (detected from the extension and the first record or header line, or nam
   ``reward_model.ground_truth.target``, ``extra_info``, ``data_source``).
 * ``kilt``: KILT task JSON lines (``id``, ``input``, ``output[].answer``).
 * ``hotpot``: HotpotQA JSON (a list of objects with ``_id``, ``question``, ``answer``,
-  ``supporting_facts``, ``context``); ``type`` (bridge / comparison) becomes the family. It reads
-  2WikiMultihopQA's JSON too (the same fields plus ``evidences``; ``type`` comparison /
-  inference / compositional / bridge_comparison).
+  ``supporting_facts``, ``context``); ``type`` (bridge / comparison) becomes the family; hops 2. It
+  reads 2WikiMultihopQA's JSON too (the same fields plus ``evidences``; ``type`` comparison /
+  inference / compositional / bridge_comparison), hops the number of ``evidences`` triples (4 for
+  bridge_comparison, 2 for the others).
 * ``triviaqa``: TriviaQA's original JSON (rc or unfiltered: ``{"Data": [{"Question", "QuestionId",
   "Answer": {"Value", "Aliases", ...}}], "Split": ...}``); answers are ``Value`` then ``Aliases``,
   duplicates dropped; the file's ``Split`` is the records' split.
@@ -163,12 +164,19 @@ def _kilt(obj: dict) -> QARecord:
 
 
 def _hotpot(obj: dict) -> QARecord:
-    """HotpotQA object; ``supporting_facts`` and ``context`` must be lists (not imported)."""
+    """HotpotQA object; ``supporting_facts`` and ``context`` must be lists (not imported). Hops: the
+    number of 2WikiMultihopQA's ``evidences`` triples where the record has them (a bridge_comparison
+    question has 4: two bridge facts and the two compared; the other types 2), else 2 (HotpotQA's
+    questions are two-hop by construction)."""
     for key in ("supporting_facts", "context"):
         if not isinstance(obj.get(key), list):
             raise ValueError(f"expected field {key!r} (a list)")
+    evidences = obj.get("evidences")
+    if evidences is not None and not (isinstance(evidences, list) and all(
+            isinstance(e, list) and len(e) == 3 for e in evidences)):
+        raise ValueError("expected field 'evidences' (a list of [subject, relation, object] triples)")
     return QARecord(_text(obj.get("question"), "field 'question'"), _answers(obj.get("answer"), "field 'answer'"),
-                    family=_label(obj.get("type"), "field 'type'"), hops=2)
+                    family=_label(obj.get("type"), "field 'type'"), hops=len(evidences) if evidences else 2)
 
 
 def _triviaqa(obj: dict, split: str | None = None) -> QARecord:
