@@ -407,6 +407,8 @@ class Laps:
     """The round's stage timer: each call records the seconds since the previous one as
     ``timings["time_<stage>"]`` (the per-round ``time_*`` metrics) and logs it at INFO, so a round
     cut short (a time limit, a crash) still shows which stages finished and how long they took.
+    On CUDA the line also gives the process's peak of allocated GPU memory so far, so the stage
+    where the peak is reached shows (the peak is not reset: the run's own total reads it).
 
     Example:
         >>> lap = Laps(); lap("update"); list(lap.timings)
@@ -421,7 +423,10 @@ class Laps:
     def __call__(self, stage: str) -> None:
         now = time.perf_counter()
         self.timings[f"time_{stage}"] = now - self._clock
-        log.info("%s %s: %.1f s", self.label, stage, now - self._clock)
+        peak = ""
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            peak = f", GPU peak so far {torch.cuda.max_memory_allocated() / 2 ** 30:.1f} GiB"
+        log.info("%s %s: %.1f s%s", self.label, stage, now - self._clock, peak)
         self._clock = now
 
 
