@@ -12,6 +12,8 @@
 #   loop3b_mp  vLLM alone in loop3b with its engine core in a process of its own (VLLM_ENABLE_V1_MULTIPROCESSING=1)
 #              (loop3b*: LOOP_ENGINES="vllm" times vLLM alone; LOOP_PROFILE=1 adds a cProfile'd pass, bench gpu --profile)
 #   round3b    one CoEvoKG round at paper shape (3B, 64 questions x 5 rollouts, 8 turns, top-3, LoRA 16)
+#              (round*: ROUND_SET="--set section.field=v ..." is appended, e.g. rollout.max_new_tokens=500)
+#   round7b round8b  the same round at the Qwen2.5-7B / Llama-3.1-8B shapes
 #   gen7b gen8b  the same as gen3b at the Qwen2.5-7B / Llama-3.1-8B shapes
 #   retrieval  dense search of 256 queries over 1M and 10M x 768 vectors: FAISS on the CPU vs torch top-k on the GPU
 #   ddp_equiv  `workbench train --gpus 2` vs one GPU, tiny preset, 2 rounds, rollouts replicated: per-round metrics (issue 20)
@@ -58,8 +60,10 @@ for part in "$@"; do
               env "${vars[@]}" $wb bench gpu --shape qwen2.5-3b --parts loop --engines "${engines[@]}" \
                 --round-model "$model" --db "$db" --set rollout.max_new_tokens=64 ${LOOP_PROFILE:+--profile} \
                 > "$OUT/$part.json" ;;
-    round3b) $wb bench gpu --shape qwen2.5-3b --parts round --model "$base" --db "$db" "${paper[@]}" \
-               > "$OUT/round3b.json" ;;
+    round3b|round7b|round8b) shape=$(case $part in round3b) echo qwen2.5-3b;; round7b) echo qwen2.5-7b;;
+                                     *) echo llama-3.1-8b;; esac)
+             $wb bench gpu --shape $shape --parts round --model "$base" --db "$db" "${paper[@]}" ${ROUND_SET:-} \
+               > "$OUT/$part.json" ;;
     retrieval) $wb bench gpu --parts retrieval > "$OUT/retrieval.json" ;;
     ddp_equiv) for n in 1 2; do
                  $wb train --gpus $n --preset tiny --steps 2 --db "$db" --run "ddp-$n" --overwrite \
