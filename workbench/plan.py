@@ -25,8 +25,10 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
 These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
 ``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
 LOG.md records the measured numbers beside them (one H200, the paper preset at 4 slots: 64.9 GiB
-peak at 3B, 94.2 GiB at 7B, against 54.9 and 65.9 estimated here: the trainer's share is
-underestimated, by ~10 GiB at 3B and ~28 GiB at 7B, for reasons not measured). ``gpus`` > 1 divides
+peak at 3B, 94.2 GiB at 7B, against 54.9 and 65.9 estimated here; the gap was the LoRA merge for
+the vLLM sync and the ``best`` model, which held a merged copy of the adapted weights and every
+delta at once; it is streamed now, and a 3B round at paper shape without the merge peaked at 60.0 GiB
+against 64.4 estimated: LOG.md, session 19). ``gpus`` > 1 divides
 the rollout batch and the token work evenly, as ``workbench train --gpus N`` does (data parallel);
 weights and optimiser state are on every GPU.
 
@@ -385,8 +387,8 @@ def format_plan(p: dict) -> str:
     lines += ["", "memory per GPU (estimate):"]
     lines += [f"  {k:<32} {v / GIB:8.1f} GiB" for k, v in p["memory_per_gpu"].items()]
     gpu = p["assumptions"]["gpu_memory_gib"]
-    lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB (a lower bound: measured peaks "
-              "ran 10-28 GiB above it, README)"]
+    lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB (an estimate: README compares "
+              "it with measured peaks)"]
     lines += ["", "disk for the run's checkpoints (estimate):"]
     lines += [f"  {k:<36} {v / GIB:8.2f} GiB" for k, v in p["disk"].items()]
     lines += ["", "time per round = optimiser step (estimate, from the assumptions below):"]

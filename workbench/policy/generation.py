@@ -328,8 +328,10 @@ class VLLMBackend:
         if self.sync_mode == "lora" and lora.is_lora(model):
             self._serve_adapter(model)
         else:
-            state = lora.merged_state_dict(model) if lora.is_lora(model) else model.state_dict()
-            self.llm.collective_rpc(_load_weights_rpc, args=(list(state.items()),))
+            # a generator: the worker runs in this process (see __init__), so each merged weight
+            # is loaded and dropped before the next is made
+            state = lora.merged_tensors(model) if lora.is_lora(model) else iter(model.state_dict().items())
+            self.llm.collective_rpc(_load_weights_rpc, args=(state,))
         self.llm.reset_prefix_cache()
 
     def _serve_adapter(self, model) -> None:

@@ -2,9 +2,10 @@
 
 The reference policy of the KL term is the adapter-free base (``model.disable_adapter()``), so
 LoRA training holds one copy of the base and no second model. A checkpoint holds the adapter only
-(:func:`save_adapter`, :func:`load_adapter`); :func:`merged_state_dict` gives the base's weights
-with the adapter folded in, computed beside the base (never in place: the base stays bit-exact as
-the reference), for the vLLM weight sync and for a standalone ``best`` model (:func:`save_merged`).
+(:func:`save_adapter`, :func:`load_adapter`); :func:`merged_tensors` gives the base's weights
+with the adapter folded in, one at a time and beside the base (never in place: the base stays
+bit-exact as the reference), for the vLLM weight sync and for a standalone ``best`` model
+(:func:`save_merged`).
 
 Example:
     >>> from workbench.config import preset
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -96,27 +98,37 @@ def load_adapter(model, directory: str | Path) -> None:
                          f"(e.g. {missing[0]}); was it saved with another method.lora_rank?")
 
 
-def merged_state_dict(model) -> dict[str, torch.Tensor]:
-    """The base model's state dict (Hugging Face names) with each adapter's delta added: new
-    tensors, the base unchanged. Tied weights appear under both names, as in the base's own.
+def merged_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
+    """The base model's weights (Hugging Face names) with each adapter's delta added, one tensor at
+    a time: new tensors, the base unchanged. Each delta is computed as its weight is reached, so a
+    consumer that keeps none of them (the vLLM sync, :func:`save_merged`'s copy to the CPU) holds
+    one extra weight on the GPU, not a second model (the whole merge at once added ~10 GiB to a 3B
+    round's peak: LOG.md, session 19). Tied weights appear under both names, as in the base's own.
 
     Example: see the module docstring.
     """
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
-    deltas = {name: module.get_delta_weight(ADAPTER) for name, module in base.named_modules()
-              if isinstance(module, LoraLayer) and ADAPTER in module.lora_A}
-    out = {}
+    adapted = {name: module for name, module in base.named_modules()
+               if isinstance(module, LoraLayer) and ADAPTER in module.lora_A}
     with torch.no_grad():
         for key, value in base.state_dict().items():
             if ".lora_" in key:
                 continue
             owner, sep, leaf = key.rpartition(".base_layer.")
-            if sep and leaf == "weight" and owner in deltas:
-                value = value + deltas[owner].to(value.dtype)
-            out[key.replace(".base_layer.", ".")] = value.detach()
-    return out
+            if sep and leaf == "weight" and owner in adapted:
+                value = value + adapted[owner].get_delta_weight(ADAPTER).to(value.dtype)
+            yield key.replace(".base_layer.", "."), value.detach()
+
+
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """:func:`merged_tensors` as one dict (every merged weight held at once: for tests and small
+    models).
+
+    Example: see the module docstring.
+    """
+    return dict(merged_tensors(model))
 
 
 def save_merged(model, directory: str | Path) -> Path:
@@ -130,7 +142,7 @@ def save_merged(model, directory: str | Path) -> Path:
     from transformers import AutoModelForCausalLM
 
     base = model.get_base_model()
-    state = {k: v.to("cpu") for k, v in merged_state_dict(model).items()}
+    state = {k: v.to("cpu") for k, v in merged_tensors(model)}
     with torch.device("meta"):
         plain = AutoModelForCausalLM.from_config(base.config, dtype=next(iter(state.values())).dtype)
     plain.load_state_dict(state, strict=True, assign=True)
