@@ -215,7 +215,7 @@ class Assumptions:
 
     decode_tokens_per_s: float = 20_000.0
     peak_tflops: float = 989.0
-    mfu: float = 0.24  # measured: a 3B round's update with its old and reference log-probs (LOG.md, session 19)
+    mfu: float = 0.24  # a 3B round's update stage on an H200 by this module's own FLOP count (LOG.md, session 19)
     mean_tokens: int = 1500
     generated_share: float = 0.3
     search_s: float = 0.5
