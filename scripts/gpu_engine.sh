@@ -30,10 +30,13 @@ export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO
 wb="$PY -m workbench.cli"
 db="$S/data/tiny.duckdb"
 base=$(ls -d data/pretrained/warmstart/*/ | head -1)
-# the paper's shape of a round (seed 000, section 4.1: 5 rollouts, 8 turns, top-3), the rest ours
+# the paper's shape of a round (seed 000, section 4.1: 5 rollouts, 8 turns, top-3; one optimiser step a
+# round as the paper presets map 314 steps), the rest ours (until session 19: 4 steps a round, whose later
+# steps' rows the trainer recomputes old log-probs for)
 paper=(--set method.chains_per_round=64 --set method.group_size=5 --set rollout.max_turns=8 --set search.topk=3
        --set method.lora_rank=16 --set rollout.backend=vllm --set rollout.max_new_tokens=128
-       --set rollout.max_total_tokens=4096 --set method.micro_batch=8 --set rollout.vllm_memory=0.35)
+       --set rollout.max_total_tokens=4096 --set method.micro_batch=8 --set rollout.vllm_memory=0.35
+       --set method.minibatches=1)
 model3b() {  # a random Qwen2.5-3B with the warm start's tokenizer padded to its vocabulary, made once
   local model="$S/qwen2.5-3b-random"
   [ -d "$model" ] || $PY -c "from workbench.method.gpu_bench import paper_shape_folder as f; \
