@@ -50,25 +50,28 @@ def added_peak_gib(fn, device: str) -> float | None:
     return round((torch.cuda.max_memory_allocated() - before) / GIB, 2)
 
 
+def merge_row(shape: str, device: str) -> dict:
+    """The three peaks for one shape (the model is freed when this returns)."""
+    torch.manual_seed(0)
+    model = lora.add_lora(random_model(SHAPES[shape], device, torch.bfloat16), rank=16, alpha=32, seed=0)
+    with torch.no_grad():  # non-zero adapters, so each merged weight is a new tensor
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.01)
+    weights = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "lora_" not in n)
+    return {"shape": shape, "device": device, "weights_gib": round(weights / GIB, 2),
+            "before_session_19_gib": added_peak_gib(lambda: merge_before_session_19(model), device),
+            "all_held_gib": added_peak_gib(lambda: lora.merged_state_dict(model), device),
+            "one_at_a_time_gib": added_peak_gib(lambda: [None for _ in lora.merged_tensors(model)], device)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", nargs="+", default=["qwen2.5-3b", "qwen2.5-7b"], choices=sorted(SHAPES))
     p.add_argument("--device", default="cuda")
     args = p.parse_args()
     for shape in args.shapes:
-        torch.manual_seed(0)
-        model = lora.add_lora(random_model(SHAPES[shape], args.device, torch.bfloat16), rank=16, alpha=32, seed=0)
-        with torch.no_grad():  # non-zero adapters, so each merged weight is a new tensor
-            for name, param in model.named_parameters():
-                if "lora_B" in name:
-                    param.normal_(0, 0.01)
-        weights = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "lora_" not in n)
-        row = {"shape": shape, "device": args.device, "weights_gib": round(weights / GIB, 2),
-               "before_session_19_gib": added_peak_gib(lambda: merge_before_session_19(model), args.device),
-               "all_held_gib": added_peak_gib(lambda: lora.merged_state_dict(model), args.device),
-               "one_at_a_time_gib": added_peak_gib(lambda: [None for _ in lora.merged_tensors(model)], args.device)}
-        print(json.dumps(row), flush=True)
-        del model
+        print(json.dumps(merge_row(shape, args.device)), flush=True)
         if args.device == "cuda":
             torch.cuda.empty_cache()
 

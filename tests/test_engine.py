@@ -146,10 +146,10 @@ def test_lora_adapters_start_as_the_base_and_merge_exactly(policy, tmp_path):
     merged = Policy.load(tmp_path / "merged", device="cpu")
     assert not merged.is_lora and torch.allclose(merged.token_logprobs(ids, mask), tuned, atol=1e-5)
 
+
 def test_merged_weights_come_one_at_a_time(policy, monkeypatch):
     """The merge computes each adapter's delta only as its weight is reached, so the vLLM sync and
-    save_merged hold one extra weight, not a second model (the ~10 GiB over the plan at 3B, LOG.md
-    session 19)."""
+    save_merged hold one extra weight, not a second model (15.7 GiB less at 3B, LOG.md session 19)."""
     from peft.tuners.lora import LoraLayer
 
     policy.add_lora(4, 8, seed=0)
@@ -165,7 +165,6 @@ def test_merged_weights_come_one_at_a_time(policy, monkeypatch):
     rest = dict(stream)
     n_adapted = sum(isinstance(m, LoraLayer) for m in policy.model.modules())
     assert len(made) == n_adapted > 1 and rest.keys() < lora.merged_state_dict(policy.model).keys()
-
 
 
 @pytest.fixture(scope="module")

@@ -26,9 +26,9 @@ These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the mode
 ``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
 LOG.md records the measured numbers beside them (one H200, the paper preset at 4 slots: 64.9 GiB
 peak at 3B, 94.2 GiB at 7B, against 54.9 and 65.9 estimated here; the gap was the LoRA merge for
-the vLLM sync and the ``best`` model, which held a merged copy of the adapted weights and every
-delta at once; it is streamed now, and a 3B round at paper shape without the merge peaked at 60.0 GiB
-against 64.4 estimated: LOG.md, session 19). ``gpus`` > 1 divides
+the vLLM sync and the ``best`` model, which held every delta and every merged weight at once, 15.7
+GiB at 3B and 36.7 GiB at 7B; it is streamed now, 0.2 / 0.6 GiB, and a 3B round at paper shape
+without the merge peaked at 60.0 GiB against 64.4 estimated: LOG.md, session 19). ``gpus`` > 1 divides
 the rollout batch and the token work evenly, as ``workbench train --gpus N`` does (data parallel);
 weights and optimiser state are on every GPU.
 

@@ -102,8 +102,10 @@ def merged_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
     """The base model's weights (Hugging Face names) with each adapter's delta added, one tensor at
     a time: new tensors, the base unchanged. Each delta is computed as its weight is reached, so a
     consumer that keeps none of them (the vLLM sync, :func:`save_merged`'s copy to the CPU) holds
-    one extra weight on the GPU, not a second model (the whole merge at once added ~10 GiB to a 3B
-    round's peak: LOG.md, session 19). Tied weights appear under both names, as in the base's own.
+    one extra weight on the GPU, not a second model (the merge that held every delta and every
+    merged weight added 15.7 GiB at 3B and 36.7 GiB at 7B, this one 0.2 / 0.6 GiB:
+    ``scripts/merge_peak.py``, LOG.md session 19). Tied weights appear under both names, as in the
+    base's own.
 
     Example: see the module docstring.
     """
