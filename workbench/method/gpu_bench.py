@@ -687,7 +687,7 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
         except ImportError as err:
             out["engines"][engine] = {"skipped": f"{type(err).__name__}: {err}"}
             continue
-        # a fresh engine's first pass pays one-time costs (vLLM's: 12-14k tokens/s, then 17-20k on the H200)
+        # a fresh engine's first pass pays one-time costs (vLLM's: 10-14k tokens/s, then 17-20.5k on the H200)
         out["engines"][f"{engine}_cold"] = timed(policy, f"{engine}_cold")
         out["engines"][engine] = timed(policy, engine)
         if engine == "vllm":  # the experiments on the same engine, the loop's way again (drift), then after a sync
