@@ -9,8 +9,8 @@ import pytest
 from workbench import store
 from workbench.cli import main
 from workbench.config import preset
-from workbench.plan import ARCHITECTURES, GIB, Assumptions, Shape, check_inputs, memory_per_gpu, model_shape, \
-    plan, time_per_round
+from workbench.plan import ARCHITECTURES, ENGINE_OVERHEAD, GIB, Assumptions, Shape, check_inputs, format_plan, \
+    kv_cache, memory_per_gpu, model_shape, plan, rollout_waves, time_per_round, vllm_memory_for_batch
 
 QWEN3B = {"model_type": "qwen2", "hidden_size": 2048, "num_hidden_layers": 36, "num_attention_heads": 16,
           "num_key_value_heads": 2, "intermediate_size": 11008, "vocab_size": 151936, "tie_word_embeddings": True}
@@ -91,6 +91,33 @@ def test_more_gpus_split_the_batch_and_the_token_work():
     assert time_per_round(hf, shape)["old and reference log-probs"] == pytest.approx(forward)
     with pytest.raises(ValueError, match="--gpus 0"):
         plan(cfg, "/nonexistent.duckdb", gpus=0)
+
+
+def test_a_batch_whose_kv_cache_overflows_vllms_share_generates_in_waves(tmp_path):
+    shape = ARCHITECTURES["meta-llama/Llama-3.1-8B-Instruct"]
+    cfg, a = preset("paper-8b"), Assumptions()
+    assert shape.kv_bytes_per_token() == 2 * 32 * 8 * 128 * 2  # 128 KiB a token
+    needed, held = kv_cache(cfg, shape, 1, a)
+    assert needed == 64 * 8 * 1500 * 128 * 1024
+    assert held == int(0.3 * a.gpu_memory_gib * GIB) - 2 * shape.parameters() - ENGINE_OVERHEAD
+    waves = rollout_waves(cfg, shape, 1, a)
+    assert waves == pytest.approx(needed / held) and 3.5 < waves < 4
+    # the generation part of the rollouts takes `waves` times as long; retrieval does not
+    decode = a.decode_tokens_per_s * 3.09e9 / shape.parameters()
+    generated = 64 * 8 * 1500 * a.generated_share
+    assert time_per_round(cfg, shape, 1, a)["solver rollouts"] == pytest.approx(
+        generated / decode * waves + cfg.rollout.max_turns * a.search_s)
+    # the share that holds the batch, rounded up to 0.05, and the plan's line that says so
+    share = vllm_memory_for_batch(cfg, shape, 1, a)
+    assert share == 0.8 and rollout_waves(preset("paper-8b", **{"rollout.vllm_memory": share}), shape, 1, a) == 1.0
+    p = plan(cfg, tmp_path / "none.duckdb", gpus=1, a=a)
+    total = p["memory_per_gpu"]["total"] - p["memory_per_gpu"]["rollout engine"] + int(0.8 * a.gpu_memory_gib * GIB)
+    assert p["rollout_waves"] == waves and p["total_with_it"] == total
+    assert "KV cache is 3.9x what vLLM holds" in format_plan(p) and "rollout.vllm_memory=0.80" in format_plan(p)
+    # 8 GPUs split the batch: each engine holds its eighth; the HF backend holds whatever the batch needs
+    assert rollout_waves(cfg, shape, 8, a) == 1.0 and "vllm_memory_for_batch" not in plan(cfg, tmp_path / "n", gpus=8)
+    hf = preset("paper-8b", **{"rollout.backend": "hf"})
+    assert kv_cache(hf, shape, 1, a) == (needed, needed) and rollout_waves(hf, shape, 1, a) == 1.0
 
 
 def _inputs(tmp_path):

@@ -21,6 +21,8 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
   gradients of the base, plus 2 for the checkpointed recompute) and of the extra forward passes:
   the reference's, and with vLLM the trainer's old log-probs of the rows of a round's second and
   later optimiser steps (the first step's are its own; the HF backend's come from generation).
+  Generation takes :func:`rollout_waves` times longer when the batch's KV cache overflows what
+  vLLM's share holds (:func:`kv_cache`).
 
 These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
 ``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
@@ -28,7 +30,8 @@ LOG.md records the measured numbers beside them (one H200, the paper preset at 4
 peak at 3B, 94.2 GiB at 7B, against 54.9 and 65.9 estimated here; the gap was the LoRA merge for
 the vLLM sync and the ``best`` model, which held every delta and every merged weight at once, 15.7
 GiB at 3B and 36.7 GiB at 7B; it is streamed now, 0.2 / 0.6 GiB, and a 3B round at paper shape
-without the merge peaked at 60.0 GiB against 64.4 estimated: LOG.md, session 19). ``gpus`` > 1 divides
+without the merge peaked at 60.0 GiB against 64.4 estimated: LOG.md, session 19; with the streamed
+merge the 3B loop peaked at 51.9 GiB, session 20). ``gpus`` > 1 divides
 the rollout batch and the token work evenly, as ``workbench train --gpus N`` does (data parallel);
 weights and optimiser state are on every GPU.
 
@@ -53,6 +56,9 @@ from workbench import paths
 from workbench.method.gpu_bench import SHAPES
 
 GIB = 2 ** 30
+# vLLM's share less its weights and this is its KV cache: activations, CUDA graphs and non-torch memory
+# took 2.1 GiB (Qwen2.5-3B) and 3.0 GiB (Llama-3.1-8B) on an H200 (vLLM 0.26's log; LOG.md, session 20)
+ENGINE_OVERHEAD = 3 * GIB
 TABLE1_DATASETS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "bamboogle")  # the README's import names
 
 
@@ -175,15 +181,56 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
         "dense index (search.device)": passages * a.encoder_dim * 2
         if cfg.search.index == "dense" and not cfg.search.url and cfg.search.device != "cpu" else 0,
     }
-    needed = rollouts * min(a.mean_tokens, seq) * shape.kv_bytes_per_token()
+    needed, held = kv_cache(cfg, shape, gpus, a)
     vllm = _vllm(r)
     parts["rollout engine"] = int(r.vllm_memory * a.gpu_memory_gib * GIB) if vllm else needed
     parts["total"] = sum(parts.values())
     # vLLM's share must hold its bf16 weights and one trajectory's KV cache, or it does not start
     parts["rollout engine needs at least"] = 2 * n + seq * shape.kv_bytes_per_token() if vllm else 0
     parts["kv cache the rollout batch needs"] = needed
+    parts["kv cache the rollout engine holds"] = held
     parts["kv cache at max length"] = rollouts * seq * shape.kv_bytes_per_token()
     return parts
+
+
+def kv_cache(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> tuple[int, int]:
+    """Bytes of KV cache a GPU's share of the rollout batch needs at the assumed mean trajectory
+    length, and the bytes its engine holds: vLLM's share of the GPU less its bf16 weights and
+    :data:`ENGINE_OVERHEAD`; the HF backend holds whatever the batch needs.
+
+    Example:
+        >>> from workbench.config import preset
+        >>> needed, held = kv_cache(preset("paper-8b"), ARCHITECTURES["meta-llama/Llama-3.1-8B-Instruct"])
+        >>> round(needed / held, 1)  # 512 trajectories of 1,500 tokens at 128 KiB a token, in 0.3 of an H200
+        3.9
+    """
+    m, r = cfg.method, cfg.rollout
+    a = a or Assumptions()
+    rollouts = math.ceil(m.chains_per_round * m.group_size / gpus)
+    needed = rollouts * min(a.mean_tokens, r.max_total_tokens) * shape.kv_bytes_per_token()
+    if not _vllm(r):
+        return needed, needed
+    return needed, max(0, int(r.vllm_memory * a.gpu_memory_gib * GIB) - 2 * shape.parameters() - ENGINE_OVERHEAD)
+
+
+def rollout_waves(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> float:
+    """How many times over the rollout batch's KV cache fills what the engine holds (at least 1).
+
+    vLLM runs a batch whose KV cache does not fit in waves: it admits the trajectories that fit and
+    the rest as those finish. A decode step is bound by reading the weights, so it costs about the
+    same for a quarter of the batch as for all of it, and generation takes ~this many times longer
+    (an 8B round's rollouts at 0.35 of an H200: 4.3x a 3B round's, LOG.md session 20).
+    """
+    needed, held = kv_cache(cfg, shape, gpus, a)
+    return max(1.0, needed / held) if held > 0 else 1.0  # an engine with no room does not start: `fits` says so
+
+
+def vllm_memory_for_batch(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> float:
+    """The ``rollout.vllm_memory`` (rounded up to 0.05) whose share holds the whole batch's KV cache."""
+    a = a or Assumptions()
+    needed, _ = kv_cache(cfg, shape, gpus, a)
+    share = (needed + 2 * shape.parameters() + ENGINE_OVERHEAD) / (a.gpu_memory_gib * GIB)
+    return math.ceil(share * 20 - 1e-9) / 20
 
 
 def checkpoint_disk(cfg, shape: Shape) -> dict[str, int]:
@@ -256,7 +303,8 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
     out = {
         "proposer generation": propose,
         "llm verifier and extractor": judges,
-        "solver rollouts": tokens * a.generated_share / decode + r.max_turns * a.search_s,
+        "solver rollouts": tokens * a.generated_share / decode * rollout_waves(cfg, shape, gpus, a)
+        + r.max_turns * a.search_s,
         "old and reference log-probs": tokens * (1 + old_forward) * (2 * n) / throughput,
         "update": tokens * flops_per_token / throughput,
         "validation": m.val_questions * 2 * min(a.mean_tokens, r.max_total_tokens) * a.generated_share / gpus / decode,
@@ -368,13 +416,18 @@ def plan(cfg, db: str | Path, model: str | None = None, gpus: int = 1, a: Assump
     shape = model_shape(model)
     per_round = time_per_round(cfg, shape, gpus, a)
     memory = memory_per_gpu(cfg, shape, gpus, a, _passages(db))
+    waves = {"rollout_waves": rollout_waves(cfg, shape, gpus, a)}
+    if waves["rollout_waves"] > 1:  # what vLLM's share would have to be, and the total with it
+        share = vllm_memory_for_batch(cfg, shape, gpus, a)
+        waves |= {"vllm_memory_for_batch": share,
+                  "total_with_it": memory["total"] - memory["rollout engine"] + int(share * a.gpu_memory_gib * GIB)}
     return {"preset": cfg.name, "model": model, "gpus": gpus, "config": cfg.hash(),
             "parameters": shape.parameters(), "trainable": shape.lora_parameters(cfg.method.lora_rank)
             if cfg.method.lora_rank else shape.parameters(),
             "checks": [asdict(c) for c in check_inputs(cfg, db, model, datasets)],
             "memory_per_gpu": memory, "fits": memory["total"] <= a.gpu_memory_gib * GIB
             and memory["rollout engine"] >= memory["rollout engine needs at least"],
-            "disk": checkpoint_disk(cfg, shape),
+            **waves, "disk": checkpoint_disk(cfg, shape),
             "seconds_per_round": per_round, "rounds": cfg.method.steps,
             "hours_per_run": per_round["total"] * cfg.method.steps / 3600, "assumptions": asdict(a)}
 
@@ -389,6 +442,12 @@ def format_plan(p: dict) -> str:
     gpu = p["assumptions"]["gpu_memory_gib"]
     lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB (an estimate: README compares "
               "it with measured peaks)"]
+    if p["rollout_waves"] > 1:
+        with_it = p["total_with_it"] / GIB
+        lines += [f"  the rollout batch's KV cache is {p['rollout_waves']:.1f}x what vLLM holds: it generates in waves, "
+                  f"~{p['rollout_waves']:.1f}x the time (counted below); rollout.vllm_memory="
+                  f"{p['vllm_memory_for_batch']:.2f} would hold it (total {with_it:.1f} GiB: "
+                  f"{'fits' if with_it <= gpu else 'does not fit; more GPUs split the batch'})"]
     lines += ["", "disk for the run's checkpoints (estimate):"]
     lines += [f"  {k:<36} {v / GIB:8.2f} GiB" for k, v in p["disk"].items()]
     lines += ["", "time per round = optimiser step (estimate, from the assumptions below):"]
