@@ -10,7 +10,7 @@ from workbench import store
 from workbench.cli import main
 from workbench.config import preset
 from workbench.plan import ARCHITECTURES, ENGINE_OVERHEAD, GIB, Assumptions, Shape, check_inputs, format_plan, \
-    kv_cache, memory_per_gpu, model_shape, plan, rollout_waves, time_per_round, vllm_memory_for_batch
+    generation_seconds, kv_cache, memory_per_gpu, model_shape, plan, rows_at_once, time_per_round, vllm_memory_for_batch
 
 QWEN3B = {"model_type": "qwen2", "hidden_size": 2048, "num_hidden_layers": 36, "num_attention_heads": 16,
           "num_key_value_heads": 2, "intermediate_size": 11008, "vocab_size": 151936, "tie_word_embeddings": True}
@@ -93,31 +93,36 @@ def test_more_gpus_split_the_batch_and_the_token_work():
         plan(cfg, "/nonexistent.duckdb", gpus=0)
 
 
-def test_a_batch_whose_kv_cache_overflows_vllms_share_generates_in_waves(tmp_path):
+def test_generation_is_a_roofline_of_the_decode_step_in_waves_when_the_kv_cache_overflows(tmp_path):
     shape = ARCHITECTURES["meta-llama/Llama-3.1-8B-Instruct"]
     cfg, a = preset("paper-8b"), Assumptions()
-    assert shape.kv_bytes_per_token() == 2 * 32 * 8 * 128 * 2  # 128 KiB a token
+    kv = 2 * 32 * 8 * 128 * 2  # 128 KiB a token: k and v x layers x KV heads x head_dim x bf16
+    assert shape.kv_bytes_per_token() == kv
     needed, held = kv_cache(cfg, shape, 1, a)
-    assert needed == 64 * 8 * 1500 * 128 * 1024
+    assert needed == 64 * 8 * 1500 * kv
     assert held == int(0.3 * a.gpu_memory_gib * GIB) - 2 * shape.parameters() - ENGINE_OVERHEAD
-    waves = rollout_waves(cfg, shape, 1, a)
-    assert waves == pytest.approx(needed / held) and 3.5 < waves < 4
-    # the generation part of the rollouts takes `waves` times as long; retrieval does not
-    decode = a.decode_tokens_per_s * 3.09e9 / shape.parameters()
-    generated = 64 * 8 * 1500 * a.generated_share
-    assert time_per_round(cfg, shape, 1, a)["solver rollouts"] == pytest.approx(
-        generated / decode * waves + cfg.rollout.max_turns * a.search_s)
+    rows, at_once = rows_at_once(cfg, shape, 1, a)
+    assert (rows, at_once) == (512, held // (1500 * kv)) and at_once == 130  # 4 waves: 3 x 130 and 122
+    # a decode step reads the weights and the in-flight rows' KV cache at half their length
+    step = lambda active: 2 * shape.parameters() + active * 750 * kv  # noqa: E731
+    by_hand = 450 * (3 * step(130) + step(122)) / (4.8e12 * 0.4)
+    assert generation_seconds(shape, 512, 450, 1500, 130, a) == pytest.approx(by_hand)
+    assert time_per_round(cfg, shape, 1, a)["solver rollouts"] == pytest.approx(by_hand + 8 * a.search_s)
+    # more steps but each cheaper: slower than holding every row, faster than 4 x the whole batch's step
+    whole = generation_seconds(shape, 512, 450, 1500, 512, a)
+    assert whole < by_hand < 4 * whole
     # the share that holds the batch, rounded up to 0.05, and the plan's line that says so
     share = vllm_memory_for_batch(cfg, shape, 1, a)
-    assert share == 0.8 and rollout_waves(preset("paper-8b", **{"rollout.vllm_memory": share}), shape, 1, a) == 1.0
+    assert share == 0.8 and rows_at_once(preset("paper-8b", **{"rollout.vllm_memory": share}), shape, 1, a) == (512, 512)
     p = plan(cfg, tmp_path / "none.duckdb", gpus=1, a=a)
     total = p["memory_per_gpu"]["total"] - p["memory_per_gpu"]["rollout engine"] + int(0.8 * a.gpu_memory_gib * GIB)
-    assert p["rollout_waves"] == waves and p["total_with_it"] == total
-    assert "KV cache is 3.9x what vLLM holds" in format_plan(p) and "rollout.vllm_memory=0.80" in format_plan(p)
-    # 8 GPUs split the batch: each engine holds its eighth; the HF backend holds whatever the batch needs
-    assert rollout_waves(cfg, shape, 8, a) == 1.0 and "vllm_memory_for_batch" not in plan(cfg, tmp_path / "n", gpus=8)
+    assert (p["rollout_rows"], p["rollout_rows_at_once"], p["total_with_it"]) == (512, 130, total)
+    assert "holds 130 of the 512 rollout rows at once: they generate in 4 waves" in format_plan(p)
+    assert "rollout.vllm_memory=0.80" in format_plan(p)
+    # 8 GPUs split the batch: each engine holds its 64 rows; the HF backend holds whatever the batch needs
+    assert rows_at_once(cfg, shape, 8, a) == (64, 64) and "vllm_memory_for_batch" not in plan(cfg, tmp_path / "n", gpus=8)
     hf = preset("paper-8b", **{"rollout.backend": "hf"})
-    assert kv_cache(hf, shape, 1, a) == (needed, needed) and rollout_waves(hf, shape, 1, a) == 1.0
+    assert kv_cache(hf, shape, 1, a) == (needed, needed) and rows_at_once(hf, shape, 1, a) == (512, 512)
 
 
 def _inputs(tmp_path):
@@ -176,3 +181,11 @@ def test_cli_plan_exit_status_and_output(tmp_path, capsys):
     assert p["memory_per_gpu"]["total"] / GIB < 40 and not p["fits"]
     assert main(args + ["--gpu-memory-gib", "0"]) != 0
     assert "--gpu-memory-gib 0.0: expected a number > 0" in capsys.readouterr().err
+    assert main(args + ["--decode-efficiency", "1.5"]) != 0
+    assert "--decode-efficiency 1.5: expected a share in (0, 1]" in capsys.readouterr().err
+    runs = []
+    for more in ([], ["--decode-efficiency", "0.2", "--hbm-tb-s", "3.35"]):  # an H100's bandwidth
+        assert main(args + ["--json", "--gpu-memory-gib", "139.8"] + more) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[1]["assumptions"]["hbm_tb_s"] == 3.35 and runs[1]["hours_per_run"] > runs[0]["hours_per_run"]
+    assert runs[1]["seconds_per_round"]["update"] == runs[0]["seconds_per_round"]["update"]  # decoding alone

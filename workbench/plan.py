@@ -16,13 +16,13 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
   the GPU (``search.device`` not 'cpu': the store's passages x 768 float16 vectors, on rank 0, the
   rank that serves retrieval; a search's score buffers are not counted).
 * :func:`time_per_round`: seconds per round from the stated assumptions (:class:`Assumptions`:
-  decode throughput, the share of peak FLOPs the trainer reaches, mean trajectory length), with
+  the share of memory bandwidth a decode step reaches, the share of peak FLOPs the trainer reaches, mean trajectory length), with
   the FLOPs of the update (6 x parameters per token for a full fine-tune, 4 for LoRA: no weight
   gradients of the base, plus 2 for the checkpointed recompute) and of the extra forward passes:
   the reference's, and with vLLM the trainer's old log-probs of the rows of a round's second and
   later optimiser steps (the first step's are its own; the HF backend's come from generation).
-  Generation takes :func:`rollout_waves` times longer when the batch's KV cache overflows what
-  vLLM's share holds (:func:`kv_cache`).
+  Generation is a roofline of the decode step (:func:`generation_seconds`), in waves when the
+  batch's KV cache overflows what vLLM's share holds (:func:`kv_cache`, :func:`rows_at_once`).
 
 These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
 ``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
@@ -213,16 +213,39 @@ def kv_cache(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -
     return needed, max(0, int(r.vllm_memory * a.gpu_memory_gib * GIB) - 2 * shape.parameters() - ENGINE_OVERHEAD)
 
 
-def rollout_waves(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> float:
-    """How many times over the rollout batch's KV cache fills what the engine holds (at least 1).
+def rows_at_once(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> tuple[int, int]:
+    """The rollout rows a GPU generates in a round, and how many of them its engine's KV cache holds
+    at once at the assumed mean length (all of them for the HF backend)."""
+    a = a or Assumptions()
+    m, r = cfg.method, cfg.rollout
+    rows = math.ceil(m.chains_per_round * m.group_size / gpus)
+    _, held = kv_cache(cfg, shape, gpus, a)
+    return rows, min(rows, max(1, held // (min(a.mean_tokens, r.max_total_tokens) * shape.kv_bytes_per_token())))
 
-    vLLM runs a batch whose KV cache does not fit in waves: it admits the trajectories that fit and
-    the rest as those finish. A decode step is bound by reading the weights, so it costs about the
-    same for a quarter of the batch as for all of it, and generation takes ~this many times longer
-    (an 8B round's rollouts at 0.35 of an H200: 4.3x a 3B round's, LOG.md session 20).
+
+def generation_seconds(shape: Shape, rows: int, new_tokens: float, length: int, at_once: int,
+                       a: "Assumptions | None" = None) -> float:
+    """Seconds for one GPU to generate ``new_tokens`` for each of ``rows`` rows of ``length`` tokens
+    (prompt included), ``at_once`` of them in flight: a roofline of the decode step.
+
+    Each step reads the bf16 weights and the KV cache of the rows in flight (at their mean context,
+    half the length) from HBM at ``hbm_tb_s`` x ``decode_efficiency``. Rows beyond ``at_once`` wait
+    for a later wave (vLLM admits them as rows finish; rows of equal length finish together), so a
+    batch whose KV cache overflows the engine takes more steps, each cheaper: an 8B round at 0.35
+    of an H200 held a quarter of its rows and its rollouts took 4.3x a 3B round's (LOG.md, session 20).
+
+    Example:
+        >>> s = ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"]
+        >>> ideal = Assumptions(decode_efficiency=1.0)
+        >>> round(generation_seconds(s, 1, 1000, 1000, 1, ideal), 2)  # one row: the weights, 1,000 times
+        1.29
+        >>> generation_seconds(s, 8, 100, 1000, 4, ideal) == 2 * generation_seconds(s, 4, 100, 1000, 4, ideal)
+        True
     """
-    needed, held = kv_cache(cfg, shape, gpus, a)
-    return max(1.0, needed / held) if held > 0 else 1.0  # an engine with no room does not start: `fits` says so
+    a = a or Assumptions()
+    step = lambda active: (2 * shape.parameters() + active * length / 2 * shape.kv_bytes_per_token())  # noqa: E731
+    waves, last = divmod(math.ceil(rows), at_once)
+    return new_tokens * (waves * step(at_once) + (step(last) if last else 0)) / (a.hbm_tb_s * 1e12 * a.decode_efficiency)
 
 
 def vllm_memory_for_batch(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> float:
@@ -251,8 +274,8 @@ def checkpoint_disk(cfg, shape: Shape) -> dict[str, int]:
 class Assumptions:
     """What the time estimate assumes (all ours; LOG.md holds measured numbers to replace them).
 
-    ``decode_tokens_per_s``: generated tokens per second per GPU over a large batch (vLLM, bf16) at
-    3B scale, scaled by 3B / parameters for other sizes; ``peak_tflops``: the GPU's dense bf16 peak
+    ``hbm_tb_s``: the GPU's memory bandwidth (H200: 4.8 TB/s); ``decode_efficiency``: the share of
+    it vLLM's decode steps reach in the loop (:func:`generation_seconds`); ``peak_tflops``: the GPU's dense bf16 peak
     (H200: 989); ``mfu``: the share of it the trainer reaches; ``mean_tokens``: mean trajectory
     length (prompt + response); ``generated_share``: the generated part of it (the rest is prompt
     and retrieved passages); ``search_s``: seconds of retrieval per turn of the batch;
@@ -260,7 +283,10 @@ class Assumptions:
     plan`` reads the GPU's own where one is visible).
     """
 
-    decode_tokens_per_s: float = 20_000.0
+    hbm_tb_s: float = 4.8
+    # 3B and 8B rounds at paper shape with 500-token turns on an H200 (0.39 and 0.45 by generation_seconds;
+    # LOG.md, session 20); the loop's 64-token turns reach ~0.2 (per-turn prefill and scheduling)
+    decode_efficiency: float = 0.4
     peak_tflops: float = 989.0
     mfu: float = 0.24  # a 3B round's update stage on an H200 by this module's own FLOP count (LOG.md, session 19)
     mean_tokens: int = 1500
@@ -292,22 +318,27 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
     m, r = cfg.method, cfg.rollout
     n = shape.parameters()
     trajectories = m.chains_per_round * m.group_size
-    tokens = trajectories * min(a.mean_tokens, r.max_total_tokens) / gpus
-    decode = a.decode_tokens_per_s * 3.09e9 / n
+    length = min(a.mean_tokens, r.max_total_tokens)
+    tokens = trajectories * length / gpus
+    rows, at_once = rows_at_once(cfg, shape, gpus, a)
+
+    def generate(rows, new_tokens):  # short batches (proposer, judges, validation): held at once
+        rows = math.ceil(rows / gpus)
+        return generation_seconds(shape, rows, new_tokens, length, max(rows, 1), a) if rows else 0.0
+
     flops_per_token = (4 + 2) * n if m.lora_rank > 0 else (6 + 2) * n  # + the checkpointed recompute
     old_forward = (m.minibatches - 1) / m.minibatches if _vllm(r) else 0.0
     throughput = a.peak_tflops * 1e12 * a.mfu
-    propose = m.chains_per_round * m.candidates_per_chain * m.proposer_max_new_tokens / gpus / decode
-    judges = (m.chains_per_round * m.verifier_max_new_tokens if m.verifier == "llm" else 0) / gpus / decode \
-        + (trajectories * m.extractor_max_new_tokens if m.path_extractor == "llm" else 0) / gpus / decode
     out = {
-        "proposer generation": propose,
-        "llm verifier and extractor": judges,
-        "solver rollouts": tokens * a.generated_share / decode * rollout_waves(cfg, shape, gpus, a)
+        "proposer generation": generate(m.chains_per_round * m.candidates_per_chain, m.proposer_max_new_tokens),
+        "llm verifier and extractor": (generate(m.chains_per_round, m.verifier_max_new_tokens) if m.verifier == "llm"
+                                       else 0) + (generate(trajectories, m.extractor_max_new_tokens)
+                                                  if m.path_extractor == "llm" else 0),
+        "solver rollouts": generation_seconds(shape, rows, length * a.generated_share, length, at_once, a)
         + r.max_turns * a.search_s,
         "old and reference log-probs": tokens * (1 + old_forward) * (2 * n) / throughput,
         "update": tokens * flops_per_token / throughput,
-        "validation": m.val_questions * 2 * min(a.mean_tokens, r.max_total_tokens) * a.generated_share / gpus / decode,
+        "validation": generate(m.val_questions * 2, length * a.generated_share),
     }
     out["total"] = sum(out.values())
     return out
@@ -416,8 +447,9 @@ def plan(cfg, db: str | Path, model: str | None = None, gpus: int = 1, a: Assump
     shape = model_shape(model)
     per_round = time_per_round(cfg, shape, gpus, a)
     memory = memory_per_gpu(cfg, shape, gpus, a, _passages(db))
-    waves = {"rollout_waves": rollout_waves(cfg, shape, gpus, a)}
-    if waves["rollout_waves"] > 1:  # what vLLM's share would have to be, and the total with it
+    rows, at_once = rows_at_once(cfg, shape, gpus, a)
+    waves = {"rollout_rows": rows, "rollout_rows_at_once": at_once}
+    if at_once < rows:  # what vLLM's share would have to be, and the total with it
         share = vllm_memory_for_batch(cfg, shape, gpus, a)
         waves |= {"vllm_memory_for_batch": share,
                   "total_with_it": memory["total"] - memory["rollout engine"] + int(share * a.gpu_memory_gib * GIB)}
@@ -442,11 +474,12 @@ def format_plan(p: dict) -> str:
     gpu = p["assumptions"]["gpu_memory_gib"]
     lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB (an estimate: README compares "
               "it with measured peaks)"]
-    if p["rollout_waves"] > 1:
+    rows, at_once = p["rollout_rows"], p["rollout_rows_at_once"]
+    if at_once < rows:
         with_it = p["total_with_it"] / GIB
-        lines += [f"  the rollout batch's KV cache is {p['rollout_waves']:.1f}x what vLLM holds: it generates in waves, "
-                  f"~{p['rollout_waves']:.1f}x the time (counted below); rollout.vllm_memory="
-                  f"{p['vllm_memory_for_batch']:.2f} would hold it (total {with_it:.1f} GiB: "
+        lines += [f"  vLLM's KV cache holds {at_once} of the {rows} rollout rows at once: they generate in "
+                  f"{math.ceil(rows / at_once)} waves (timed below); rollout.vllm_memory="
+                  f"{p['vllm_memory_for_batch']:.2f} would hold them all (total {with_it:.1f} GiB: "
                   f"{'fits' if with_it <= gpu else 'does not fit; more GPUs split the batch'})"]
     lines += ["", "disk for the run's checkpoints (estimate):"]
     lines += [f"  {k:<36} {v / GIB:8.2f} GiB" for k, v in p["disk"].items()]

@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, default=1, help="GPUs to estimate for (data-parallel split; default 1)")
     p.add_argument("--dataset", action="append", default=None,
                    help="test set to require (repeatable; default Table 1's six: nq triviaqa popqa hotpotqa 2wiki bamboogle)")
-    p.add_argument("--decode-tokens-per-s", type=float, default=None, help="assumed decode throughput per GPU at 3B")
+    p.add_argument("--decode-efficiency", type=float, default=None,
+                   help="assumed share of the GPU's memory bandwidth a decode step reaches (default 0.4)")
+    p.add_argument("--hbm-tb-s", type=float, default=None, help="the GPU's memory bandwidth in TB/s (default an H200's 4.8)")
     p.add_argument("--mfu", type=float, default=None, help="assumed share of peak bf16 FLOPs the trainer reaches")
     p.add_argument("--mean-tokens", type=int, default=None, help="assumed mean trajectory length in tokens")
     p.add_argument("--gpu-memory-gib", dest="gpu_memory_gib", type=float, default=None,
@@ -40,11 +42,12 @@ def _plan(args: argparse.Namespace) -> int:
     if cfg.backbone.model == "tiny" and not args.model:
         raise ValueError(f"--preset {args.preset}: a tiny backbone trained here needs no plan; plan a paper preset "
                          "(paper, paper-7b, paper-8b) or pass --model")
-    given = {"decode_tokens_per_s": args.decode_tokens_per_s, "mfu": args.mfu, "mean_tokens": args.mean_tokens,
+    given = {"decode_efficiency": args.decode_efficiency, "hbm_tb_s": args.hbm_tb_s, "mfu": args.mfu, "mean_tokens": args.mean_tokens,
              "gpu_memory_gib": visible_gpu_memory_gib() if args.gpu_memory_gib is None else args.gpu_memory_gib}
-    for name in given:
-        if given[name] is not None and given[name] <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} {given[name]}: expected a number > 0")
+    for name, value in given.items():
+        if value is not None and (value <= 0 or name in ("mfu", "decode_efficiency") and value > 1):
+            raise ValueError(f"--{name.replace('_', '-')} {value}: expected "
+                             + ("a share in (0, 1]" if name in ("mfu", "decode_efficiency") else "a number > 0"))
     assumptions = dataclasses.replace(Assumptions(), **{k: v for k, v in given.items() if v is not None})
     p = plan(cfg, db_path(args), model=args.model, gpus=args.gpus, a=assumptions,
              datasets=tuple(args.dataset or TABLE1_DATASETS))
