@@ -113,14 +113,16 @@ def test_generation_is_a_roofline_of_the_decode_step_in_waves_when_the_kv_cache_
     assert whole < by_hand < 4 * whole
     # the share that holds the batch, rounded up to 0.05, and the plan's line that says so
     share = vllm_memory_for_batch(cfg, shape, 1, a)
-    assert share == 0.8 and rows_at_once(preset("paper-8b", **{"rollout.vllm_memory": share}), shape, 1, a) == (512, 512)
+    bigger = preset("paper-8b", **{"rollout.vllm_memory": share})
+    assert share == 0.8 and rows_at_once(bigger, shape, 1, a) == (512, 512)
     p = plan(cfg, tmp_path / "none.duckdb", gpus=1, a=a)
     total = p["memory_per_gpu"]["total"] - p["memory_per_gpu"]["rollout engine"] + int(0.8 * a.gpu_memory_gib * GIB)
     assert (p["rollout_rows"], p["rollout_rows_at_once"], p["total_with_it"]) == (512, 130, total)
     assert "holds 130 of the 512 rollout rows at once: they generate in 4 waves" in format_plan(p)
     assert "rollout.vllm_memory=0.80" in format_plan(p)
     # 8 GPUs split the batch: each engine holds its 64 rows; the HF backend holds whatever the batch needs
-    assert rows_at_once(cfg, shape, 8, a) == (64, 64) and "vllm_memory_for_batch" not in plan(cfg, tmp_path / "n", gpus=8)
+    assert rows_at_once(cfg, shape, 8, a) == (64, 64)
+    assert "vllm_memory_for_batch" not in plan(cfg, tmp_path / "n", gpus=8)
     hf = preset("paper-8b", **{"rollout.backend": "hf"})
     assert kv_cache(hf, shape, 1, a) == (needed, needed) and rows_at_once(hf, shape, 1, a) == (512, 512)
 

@@ -16,9 +16,10 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
   the GPU (``search.device`` not 'cpu': the store's passages x 768 float16 vectors, on rank 0, the
   rank that serves retrieval; a search's score buffers are not counted).
 * :func:`time_per_round`: seconds per round from the stated assumptions (:class:`Assumptions`:
-  the share of memory bandwidth a decode step reaches, the share of peak FLOPs the trainer reaches, mean trajectory length), with
-  the FLOPs of the update (6 x parameters per token for a full fine-tune, 4 for LoRA: no weight
-  gradients of the base, plus 2 for the checkpointed recompute) and of the extra forward passes:
+  the share of memory bandwidth a decode step reaches, the share of peak FLOPs the trainer
+  reaches, mean trajectory length), with the FLOPs of the update (6 x parameters per token for a
+  full fine-tune, 4 for LoRA: no weight gradients of the base, plus 2 for the checkpointed
+  recompute) and of the extra forward passes:
   the reference's, and with vLLM the trainer's old log-probs of the rows of a round's second and
   later optimiser steps (the first step's are its own; the HF backend's come from generation).
   Generation is a roofline of the decode step (:func:`generation_seconds`), in waves when the
@@ -243,9 +244,13 @@ def generation_seconds(shape: Shape, rows: int, new_tokens: float, length: int, 
         True
     """
     a = a or Assumptions()
-    step = lambda active: (2 * shape.parameters() + active * length / 2 * shape.kv_bytes_per_token())  # noqa: E731
+
+    def step(active):  # bytes one decode step reads
+        return 2 * shape.parameters() + active * length / 2 * shape.kv_bytes_per_token()
+
     waves, last = divmod(math.ceil(rows), at_once)
-    return new_tokens * (waves * step(at_once) + (step(last) if last else 0)) / (a.hbm_tb_s * 1e12 * a.decode_efficiency)
+    bandwidth = a.hbm_tb_s * 1e12 * a.decode_efficiency
+    return new_tokens * (waves * step(at_once) + (step(last) if last else 0)) / bandwidth
 
 
 def vllm_memory_for_batch(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> float:
@@ -275,8 +280,8 @@ class Assumptions:
     """What the time estimate assumes (all ours; LOG.md holds measured numbers to replace them).
 
     ``hbm_tb_s``: the GPU's memory bandwidth (H200: 4.8 TB/s); ``decode_efficiency``: the share of
-    it vLLM's decode steps reach in the loop (:func:`generation_seconds`); ``peak_tflops``: the GPU's dense bf16 peak
-    (H200: 989); ``mfu``: the share of it the trainer reaches; ``mean_tokens``: mean trajectory
+    it vLLM's decode steps reach in the loop (:func:`generation_seconds`); ``peak_tflops``: the GPU's
+    dense bf16 peak (H200: 989); ``mfu``: the share of it the trainer reaches; ``mean_tokens``: mean trajectory
     length (prompt + response); ``generated_share``: the generated part of it (the rest is prompt
     and retrieved passages); ``search_s``: seconds of retrieval per turn of the batch;
     ``gpu_memory_gib``: one GPU's memory (an H200's 139.8 GiB as torch reports it; ``workbench
@@ -322,9 +327,9 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
     tokens = trajectories * length / gpus
     rows, at_once = rows_at_once(cfg, shape, gpus, a)
 
-    def generate(rows, new_tokens):  # short batches (proposer, judges, validation): held at once
-        rows = math.ceil(rows / gpus)
-        return generation_seconds(shape, rows, new_tokens, length, max(rows, 1), a) if rows else 0.0
+    def generate(count, new_tokens):  # short batches (proposer, judges, validation): held at once
+        per_gpu = math.ceil(count / gpus)
+        return generation_seconds(shape, per_gpu, new_tokens, length, per_gpu, a) if per_gpu else 0.0
 
     flops_per_token = (4 + 2) * n if m.lora_rank > 0 else (6 + 2) * n  # + the checkpointed recompute
     old_forward = (m.minibatches - 1) / m.minibatches if _vllm(r) else 0.0

@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="test set to require (repeatable; default Table 1's six: nq triviaqa popqa hotpotqa 2wiki bamboogle)")
     p.add_argument("--decode-efficiency", type=float, default=None,
                    help="assumed share of the GPU's memory bandwidth a decode step reaches (default 0.4)")
-    p.add_argument("--hbm-tb-s", type=float, default=None, help="the GPU's memory bandwidth in TB/s (default an H200's 4.8)")
+    p.add_argument("--hbm-tb-s", type=float, default=None,
+                   help="the GPU's memory bandwidth in TB/s (default an H200's 4.8)")
     p.add_argument("--mfu", type=float, default=None, help="assumed share of peak bf16 FLOPs the trainer reaches")
     p.add_argument("--mean-tokens", type=int, default=None, help="assumed mean trajectory length in tokens")
     p.add_argument("--gpu-memory-gib", dest="gpu_memory_gib", type=float, default=None,
@@ -42,8 +43,8 @@ def _plan(args: argparse.Namespace) -> int:
     if cfg.backbone.model == "tiny" and not args.model:
         raise ValueError(f"--preset {args.preset}: a tiny backbone trained here needs no plan; plan a paper preset "
                          "(paper, paper-7b, paper-8b) or pass --model")
-    given = {"decode_efficiency": args.decode_efficiency, "hbm_tb_s": args.hbm_tb_s, "mfu": args.mfu, "mean_tokens": args.mean_tokens,
-             "gpu_memory_gib": visible_gpu_memory_gib() if args.gpu_memory_gib is None else args.gpu_memory_gib}
+    given = {"decode_efficiency": args.decode_efficiency, "hbm_tb_s": args.hbm_tb_s, "mfu": args.mfu,
+             "mean_tokens": args.mean_tokens, "gpu_memory_gib": visible_gpu_memory_gib() if args.gpu_memory_gib is None else args.gpu_memory_gib}
     for name, value in given.items():
         if value is not None and (value <= 0 or name in ("mfu", "decode_efficiency") and value > 1):
             raise ValueError(f"--{name.replace('_', '-')} {value}: expected "
