@@ -147,6 +147,21 @@ def _vllm(rollout) -> bool:
     return rollout.backend in ("auto", "vllm")
 
 
+def _rollout_rows(cfg, gpus: int) -> int:
+    """A GPU's share of the round's rollout trajectories (data parallel)."""
+    return math.ceil(cfg.method.chains_per_round * cfg.method.group_size / gpus)
+
+
+def _row_kv(cfg, shape: Shape, a: "Assumptions") -> int:
+    """Bytes of KV cache of one trajectory at the assumed mean length."""
+    return min(a.mean_tokens, cfg.rollout.max_total_tokens) * shape.kv_bytes_per_token()
+
+
+def _engine_fixed(shape: Shape) -> int:
+    """What vLLM's share holds besides the KV cache: its bf16 weights and :data:`ENGINE_OVERHEAD`."""
+    return 2 * shape.parameters() + ENGINE_OVERHEAD
+
+
 def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None, passages: int = 0) -> dict[str, int]:
     """Bytes per GPU by part (module docstring), and their ``total``. ``gpus`` splits the rollout
     batch's KV cache (data parallel); weights and optimiser state are per GPU (replicated). The
@@ -170,7 +185,7 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
     trainable = shape.lora_parameters(m.lora_rank) if lora else n
     a = a or Assumptions()
     seq = r.max_total_tokens
-    rollouts = math.ceil(m.chains_per_round * m.group_size / gpus)
+    rollouts = _rollout_rows(cfg, gpus)
     kept = m.micro_batch * seq * shape.hidden * 2 * shape.layers  # checkpointed block inputs, bf16
     block = m.micro_batch * seq * (10 * shape.hidden + 3 * shape.intermediate) * 2  # one block recomputed
     logits = 4 * min(m.micro_batch * seq * shape.vocab, 1 << 27) * 3  # chunk: logits, softmax, grad (fp32)
@@ -205,23 +220,21 @@ def kv_cache(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -
         >>> round(needed / held, 1)  # 512 trajectories of 1,500 tokens at 128 KiB a token, in 0.3 of an H200
         3.9
     """
-    m, r = cfg.method, cfg.rollout
+    r = cfg.rollout
     a = a or Assumptions()
-    rollouts = math.ceil(m.chains_per_round * m.group_size / gpus)
-    needed = rollouts * min(a.mean_tokens, r.max_total_tokens) * shape.kv_bytes_per_token()
+    needed = _rollout_rows(cfg, gpus) * _row_kv(cfg, shape, a)
     if not _vllm(r):
         return needed, needed
-    return needed, max(0, int(r.vllm_memory * a.gpu_memory_gib * GIB) - 2 * shape.parameters() - ENGINE_OVERHEAD)
+    return needed, max(0, int(r.vllm_memory * a.gpu_memory_gib * GIB) - _engine_fixed(shape))
 
 
 def rows_at_once(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> tuple[int, int]:
     """The rollout rows a GPU generates in a round, and how many of them its engine's KV cache holds
     at once at the assumed mean length (all of them for the HF backend)."""
     a = a or Assumptions()
-    m, r = cfg.method, cfg.rollout
-    rows = math.ceil(m.chains_per_round * m.group_size / gpus)
+    rows = _rollout_rows(cfg, gpus)
     _, held = kv_cache(cfg, shape, gpus, a)
-    return rows, min(rows, max(1, held // (min(a.mean_tokens, r.max_total_tokens) * shape.kv_bytes_per_token())))
+    return rows, min(rows, max(1, held // _row_kv(cfg, shape, a)))
 
 
 def generation_seconds(shape: Shape, rows: int, new_tokens: float, length: int, at_once: int,
@@ -257,7 +270,7 @@ def vllm_memory_for_batch(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | No
     """The ``rollout.vllm_memory`` (rounded up to 0.05) whose share holds the whole batch's KV cache."""
     a = a or Assumptions()
     needed, _ = kv_cache(cfg, shape, gpus, a)
-    share = (needed + 2 * shape.parameters() + ENGINE_OVERHEAD) / (a.gpu_memory_gib * GIB)
+    share = (needed + _engine_fixed(shape)) / (a.gpu_memory_gib * GIB)
     return math.ceil(share * 20 - 1e-9) / 20
 
 
