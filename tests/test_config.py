@@ -21,7 +21,9 @@ def test_every_preset_is_valid(name):
     ("method.chains_per_round", 0, "an integer >= 1"),
     ("method.minibatches", 0, "an integer >= 1"),  # accepted before: kept the learning rate at lr/40
     ("method.lr", "nan", "a finite number"),
-    ("method.lr", 0, "a number > 0"),
+    ("method.lr", 0, r"a learning rate in \(0, 1\]"),
+    ("method.lr", 1e308, r"a learning rate in \(0, 1\]"),
+    ("method.seed", -1, r"a seed in \[0, 2\^31\)"),
     ("method.lr", "-inf", "a finite number"),
     ("method.p_start", 1.5, r"a number in \[0, 1\]"),
     ("method.verifier", "oracle", "one of"),

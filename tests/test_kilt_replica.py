@@ -63,7 +63,7 @@ def test_same_seed_same_bytes_other_seed_other_pages(tmp_path):
 def test_bad_arguments_are_named(tmp_path):
     with pytest.raises(ValueError, match="pages: expected an integer >= 2"):
         write_replica(tmp_path / "x.jsonl", 1)
-    with pytest.raises(ValueError, match="out: .* is a directory"):
+    with pytest.raises(ValueError, match="OUT .* is a folder"):
         write_replica(tmp_path, 10)
 
 

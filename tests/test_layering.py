@@ -20,7 +20,7 @@ PACKAGE = Path(workbench.__file__).parent
 # Low to high; a module may import its own layer and those below. The key is the name's first part
 # below ``workbench`` ("workbench" itself for the package's __init__).
 LAYERS = (
-    {"workbench", "paths", "scoring", "config"},                          # pure helpers
+    {"workbench", "paths", "scoring", "config", "limits"},                # pure helpers
     {"store"},                                                            # the DuckDB store
     {"kg", "search", "policy"},                                           # knowledge, retrieval, models
     {"method"},                                                           # the paper's method

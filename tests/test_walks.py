@@ -83,7 +83,7 @@ def test_absurd_sizes_are_refused_before_any_allocation(random_store):
     con, _ = random_store
     g = CSRGraph.from_edges([0, 1], [1, 2], [0, 1], 3, labels=("a", "b"))
     t0 = time.perf_counter()
-    with pytest.raises(ValueError, match=r"n_walks: 1,000,000,000,000 walks of up to 3 hops need about .* TiB"):
+    with pytest.raises(ValueError, match=r"n_walks: 1,000,000,000,000 walks of up to 3 hops: needs about .* TiB"):
         random_walks(g, 10**12, 3)
     with pytest.raises(ValueError, match=r"^walks: .* more than the .* available; ask for at most about"):
         build_pool(con, walks=10**12)

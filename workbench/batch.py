@@ -529,8 +529,8 @@ def check_out(out: Path) -> None:
 
 
 def default_out(name: str) -> Path:
-    """A batch's folder unless ``--out`` says otherwise: ``runs/batch/<name>/``."""
-    return paths.runs_dir() / "batch" / name
+    """A batch's folder unless ``--out`` says otherwise: ``runs/batch/<name>/`` (``name`` a plain name)."""
+    return paths.runs_dir() / "batch" / paths.plain_name(name, "--name")
 
 
 def run_batch(notebook: str | Path, grid: list[dict], name: str | None = None, out_dir: str | Path | None = None,
@@ -558,7 +558,7 @@ def run_batch(notebook: str | Path, grid: list[dict], name: str | None = None, o
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
     declared = check_params(notebook, grid)
-    name = name or notebook.stem
+    name = paths.plain_name(name or notebook.stem, "--name")
     out = Path(out_dir) if out_dir else default_out(name)
     db = Path(db) if db else record_path(out)
     points = list({point_id(p): p for p in grid}.values())  # the same parameter set twice runs once

@@ -33,6 +33,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from workbench.limits import INT_LIMIT
+
 
 @dataclass(frozen=True)
 class WorldConfig:
@@ -225,10 +227,43 @@ class Config:
                     raise ValueError(f"config field {key!r}: expected {_a(kind)}, got {value!r}")
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"config field {key!r}: expected a finite number, got {value!r}")
+                if isinstance(value, int) and not isinstance(value, bool) and not -INT_LIMIT <= value < INT_LIMIT:
+                    raise ValueError(f"config field {key!r}: expected an integer of magnitude below 2^31, got {value!r}")
                 rule = RULES.get(key)
                 if rule is not None and not rule[0](value, sub):
                     raise ValueError(f"config field {key!r}: expected {rule[1]}, got {value!r}")
+        _check_backbone_fits(self.backbone)
         return self
+
+
+TRAIN_BYTES_PER_PARAMETER = 20  # float32 weights, gradients, Adam's two moments, and the reference copy
+
+
+def tiny_parameters(b: "BackboneConfig") -> int:
+    """Parameters of the tiny Qwen2 backbone ``b`` describes (``policy.model.tiny_config``: tied
+    embeddings, an MLP 4 x hidden, q/k/v biases), without building it.
+
+    Example:
+        >>> tiny_parameters(BackboneConfig())
+        4985088
+    """
+    h, kv = b.hidden_size, b.hidden_size // b.heads * b.kv_heads
+    attention = h * h + h + 2 * (h * kv + kv) + h * h
+    return b.vocab_size * h + b.layers * (attention + 3 * h * 4 * h + 2 * h) + h
+
+
+def _check_backbone_fits(b: "BackboneConfig") -> None:
+    """ValueError naming the backbone's sizes when training the tiny backbone they describe would
+    need more memory than this machine has (checked before any work: a typo such as
+    ``hidden_size=1000000`` would otherwise fail an hour later, deep inside torch)."""
+    if b.model != "tiny":
+        return
+    from workbench.limits import check_memory
+
+    check_memory(tiny_parameters(b) * TRAIN_BYTES_PER_PARAMETER,
+                 f"config fields backbone.hidden_size={b.hidden_size}, backbone.layers={b.layers}, backbone.vocab_size="
+                 f"{b.vocab_size}: training a tiny backbone of {tiny_parameters(b):,} parameters",
+                 "choose smaller sizes", total=True)
 
 
 def _is_a(value, kind: type) -> bool:
@@ -287,7 +322,8 @@ RULES: dict[str, tuple] = {
     "backbone.heads": (lambda v, s: v >= 1 and s.hidden_size % v == 0, "an integer >= 1 dividing backbone.hidden_size"),
     "backbone.kv_heads": (lambda v, s: v >= 1 and s.heads % v == 0, "an integer >= 1 dividing backbone.heads"),
     "backbone.sft_steps": (_at_least(0), "an integer >= 0"),
-    "backbone.sft_lr": (lambda v, _: v > 0, "a learning rate > 0"),
+    "backbone.sft_lr": (lambda v, _: 0 < v <= 1, "a learning rate in (0, 1]"),
+    **{f"{s}.seed": (_within(0, INT_LIMIT - 1), "a seed in [0, 2^31)") for s in ("world", "pool", "backbone", "method")},
     "backbone.sft_long_rate": (_within(0, 1), "a rate in [0, 1]"),
     "rollout.max_turns": (_at_least(1), "an integer >= 1"),
     "rollout.temperature": (_at_least(0), "a temperature >= 0"),
@@ -322,7 +358,8 @@ RULES: dict[str, tuple] = {
     "search.url": (lambda v, _: v == "" or v.startswith(("http://", "https://")),
                    "'' (in-process search) or an http(s):// URL of a retrieval server"),
     **{f"method.{k}": (lambda v, _: v > 0, "a number > 0")
-       for k in ("lr", "sigma", "kl_horizon", "clip_eps", "adv_eps", "max_grad_norm", "path_eps")},
+       for k in ("sigma", "kl_horizon", "clip_eps", "adv_eps", "max_grad_norm", "path_eps")},
+    "method.lr": (lambda v, _: 0 < v <= 1, "a learning rate in (0, 1]"),
     **{f"method.{k}": (_at_least(0), "a number >= 0")
        for k in ("beta_path", "tau_path", "kl_coef", "kl_target", "prob_scale_low", "prob_scale_high",
                  "path_order", "path_text", "path_cooccur", "path_eta")},

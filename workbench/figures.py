@@ -82,7 +82,7 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
     """
     out = Path(out_dir) if out_dir else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
-    html = out / f"{name}.html"
+    html = out / f"{paths.plain_name(name, 'figure name')}.html"
     fig.write_html(html, include_plotlyjs="directory")
     written = [html]
     if _png_ready():
@@ -189,7 +189,7 @@ def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Pa
     """
     out = Path(out_dir) if out_dir else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
-    md, csv = out / f"{name}.md", out / f"{name}.csv"
+    md, csv = out / f"{paths.plain_name(name, 'table name')}.md", out / f"{name}.csv"
     md.write_text((f"{caption}\n\n" if caption else "") + _markdown(df, decimals))
     df.to_csv(csv, index=False)
     for path in (md, csv):

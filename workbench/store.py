@@ -187,6 +187,35 @@ _DAMAGED = ("Could not read enough bytes", "not a valid DuckDB database", "Corru
 RESTORE = "restore it from a copy or rebuild it"
 
 
+def file_of(con: duckdb.DuckDBPyConnection) -> str:
+    """The resolved file of a store connection (':memory:' for an in-memory one).
+
+    Example:
+        >>> file_of(connect(":memory:"))
+        ':memory:'
+    """
+    (path,) = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+                          ).fetchall()[0]
+    return str(Path(path).resolve()) if path else ":memory:"
+
+
+def world_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
+    """A hash of the store's knowledge source (every entity's id and title, every passage's id and
+    text, in any order): a checkpoint records it, so a resume onto another world is refused.
+
+    Example:
+        >>> con = connect(":memory:"); a = world_fingerprint(con)
+        >>> _ = con.execute("INSERT INTO entities (entity_id, title) VALUES (1, 'Ada')")
+        >>> a == world_fingerprint(con)
+        False
+    """
+    import hashlib
+
+    rows = con.execute("SELECT (SELECT count(*) FROM entities), (SELECT sum(hash(entity_id, title)) FROM entities), "
+                       "(SELECT count(*) FROM passages), (SELECT sum(hash(passage_id, text)) FROM passages)").fetchone()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+
+
 def damaged(err: Exception) -> bool:
     """Whether a DuckDB error says the store file itself is damaged (truncated, corrupt, not DuckDB).
 

@@ -42,7 +42,12 @@ def overrides(args: argparse.Namespace) -> dict:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ValueError(f"--set: expected section.field=value, got {pair!r}")
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:  # e.g. a tag such as !!python/object: safe_load refuses it
+            reason = str(err).splitlines()[0]
+            raise ValueError(f"--set {pair!r}: expected a plain value (a number, true/false or text), "
+                             f"not YAML's {reason!r}") from None
     return out
 
 

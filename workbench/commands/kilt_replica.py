@@ -17,13 +17,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pages", type=int, default=120_000, help="number of pages (default 120,000)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--force", action="store_true", help="replace OUT when it is already there")
     p.set_defaults(func=_replica)
 
 
 def _replica(args: argparse.Namespace) -> int:
     from workbench.kg.kilt_replica import write_replica
 
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {args.seed}")
-    print(json.dumps(write_replica(args.out, args.pages, args.seed, progress=not args.no_progress), indent=2))
+    from workbench.limits import check_seed
+
+    check_seed(args.seed, "--seed")
+    print(json.dumps(write_replica(args.out, args.pages, args.seed, progress=not args.no_progress, force=args.force), indent=2))
     return 0

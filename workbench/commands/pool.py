@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--round", type=int, default=None, help="round t of G_t (default: every round)")
     export.add_argument("--no-passages", dest="passages", action="store_false",
                         help="write the evidence count only, not the passages (a smaller file)")
-    export.add_argument("file", help="output .jsonl file")
+    export.add_argument("file", help="output .jsonl file (refused when it is the store, or exists without --force)")
+    export.add_argument("--force", action="store_true", help="replace FILE when it is already there")
     export.set_defaults(func=_export)
 
 
@@ -78,7 +79,7 @@ def _export(args: argparse.Namespace) -> int:
 
     con = store.connect(existing_db(args, "run `workbench pool build` first"), read_only=True)
     try:
-        n = export_pool(con, args.file, run=args.run, round=args.round, passages=args.passages)
+        n = export_pool(con, args.file, run=args.run, round=args.round, passages=args.passages, force=args.force)
     finally:
         con.close()
     print(f"wrote {n} chains{' with their evidence passages' if args.passages else ''} to {args.file}")

@@ -11,7 +11,7 @@ from workbench.commands import add_db
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="run the whole method at tiny size (executes notebook 00)")
-    p.add_argument("--preset", default="tiny", help="smoke (about a minute) | tiny (default)")
+    p.add_argument("--preset", default="tiny", choices=("smoke", "tiny"), help="smoke (about a minute) | tiny (default)")
     p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the notebook's 6)")
     p.add_argument("--slots", type=int, default=None,
                    help="question slots a round (default: the notebook's 8; 0 = the preset's, 32 at tiny)")
@@ -31,7 +31,12 @@ def _quickstart(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     from workbench import paths
+    from workbench.config import preset
 
+    preset(args.preset, **{"method.seed": args.seed})  # bad settings: one line here, not a notebook's traceback
+    for flag, value in (("--steps", args.steps), ("--slots", args.slots)):
+        if value is not None and value < (1 if flag == "--steps" else 0):
+            raise ValueError(f"{flag} {value}: expected an integer >= {1 if flag == '--steps' else 0}")
     src = paths.notebooks_dir() / "00_quickstart.ipynb"
     out = paths.runs_dir() / "quickstart" / f"00_quickstart-{args.preset}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -126,9 +126,11 @@ def _progress(name: str, db: str) -> dict | None:
 
     folder = paths.runs_dir() / Path(name).name  # a plain name: one folder below runs/
     marker = folder / "run.json"
-    if not marker.exists() or json.loads(marker.read_text()).get("store") != str(Path(db).resolve()):
-        return None
-    return read_progress(folder)
+    try:
+        owner = json.loads(marker.read_text()).get("store") if marker.exists() else None
+    except (OSError, ValueError, AttributeError) as err:
+        raise ValueError(f"{marker}: unreadable ({err})") from None
+    return read_progress(folder) if owner == str(Path(db).resolve()) else None
 
 
 def _locked_rows(name: str, db: str) -> list[dict]:
@@ -168,7 +170,12 @@ def _list_locked(db: str) -> int:
     """``runs list`` while the store is locked: the runs whose progress file names this store."""
     from workbench import paths
 
-    found = [p for p in (_progress(f.name, db) for f in sorted(paths.runs_dir().glob("*/"))) if p]
+    found = []
+    for folder in sorted(paths.runs_dir().glob("*/")):
+        try:
+            found += [p for p in [_progress(folder.name, db)] if p]
+        except ValueError as err:  # one damaged file must not hide the other runs
+            print(f"skipped: {err}", file=sys.stderr)
     print(f"{db} is locked by a writing process; the runs of this store with a progress.json:", file=sys.stderr)
     for p in found:
         print(f"{p['run']:<24} {p['method']:<10} {p['preset']:<6} rounds={p['completed']}/{p['steps']} "

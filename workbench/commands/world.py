@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("out", metavar="OUT.parquet", help="parquet file to write")
     q.add_argument("--split", default="test", help="seed, val or test (default: test)")
     q.add_argument("--dataset", default="tinyworld", help="questions.dataset to export (default: tinyworld)")
+    q.add_argument("--force", action="store_true", help="replace OUT when it is already there")
     add_db(q)
     q.set_defaults(func=_export)
 
@@ -56,7 +57,7 @@ def _export(args: argparse.Namespace) -> int:
     db = existing_db(args)
     con = store.connect(db, read_only=True)
     try:
-        n = export_searchr1_parquet(con, args.out, args.split, dataset=args.dataset)
+        n = export_searchr1_parquet(con, args.out, args.split, dataset=args.dataset, force=args.force)
     finally:
         con.close()
     print(f"export-qa: {n} {args.dataset}/{args.split} questions -> {args.out}")

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
+from workbench import paths
 from workbench.kg.names import OPEN_SYLLABLES
 from workbench.kg.sources import RELATION_CUES
 
@@ -202,7 +203,7 @@ def replica_pages(pages: int, seed: int = 0) -> Iterator[dict]:
         yield replica_page(i, pages, seed)
 
 
-def write_replica(out: str | Path, pages: int, seed: int = 0, progress: bool = False) -> dict:
+def write_replica(out: str | Path, pages: int, seed: int = 0, progress: bool = False, force: bool = False) -> dict:
     """Write the replica as KILT JSON lines to ``out`` (``.gz``: gzip, which the importer reads).
 
     Streams: each page is written as soon as it is made. Returns the pages, anchors, paragraphs,
@@ -217,12 +218,10 @@ def write_replica(out: str | Path, pages: int, seed: int = 0, progress: bool = F
     """
     from tqdm import tqdm
 
-    out = Path(out)
-    if out.is_dir():
-        raise ValueError(f"out: {out} is a directory; expected a file name (.jsonl or .jsonl.gz)")
+    out = paths.output_file(out, "OUT", force=force)
     opener = (lambda p: gzip.open(p, "wb", compresslevel=3)) if out.suffix == ".gz" else (lambda p: open(p, "wb"))
     n_bytes = n_anchors = n_paragraphs = 0
-    with opener(out) as f:
+    with paths.atomic_output(out) as tmp, opener(tmp) as f:
         for page in tqdm(replica_pages(pages, seed), total=pages, unit="page", disable=not progress,
                          mininterval=1.0):
             line = (json.dumps(page, ensure_ascii=False) + "\n").encode("utf-8")

@@ -34,9 +34,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workbench import store
+from workbench import paths, store
 from workbench.kg import chain_checks, filters
 from workbench.kg.walks import CSRGraph, check_walk_memory, hop_range, random_walks
+from workbench.limits import check_seed
 
 
 def chain_hash(titles) -> str:
@@ -211,6 +212,7 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
     lo, hi = _checked_hops(min_hops, max_hops)
     if isinstance(walks, bool) or not isinstance(walks, (int, np.integer)) or walks < 1:
         raise ValueError(f"walks: expected a positive number of walks, got {walks!r}")
+    check_seed(seed, "--seed / pool.seed")
     check_walk_memory(walks, hi)  # before the graph is loaded: an absurd --walks fails at once
     graph = CSRGraph.from_store(con)
     if graph.n_edges == 0:
@@ -451,12 +453,15 @@ def sample_chains(con, k: int, seed: int = 0, run: str | None = None, round: int
     return load_pool(con, run, round, chain_ids=[int(i) for i in picked])
 
 
-def export_pool(con, path, run: str | None = None, round: int | None = None, passages: bool = True) -> int:
+def export_pool(con, path, run: str | None = None, round: int | None = None, passages: bool = True,
+                force: bool = False) -> int:
     """Write G_t as JSON lines, one chain a line (``Chain.to_json``: entities, relations, hash, hops,
     the evidence count), with, by default, its evidence as ``passages`` -- what ``load_pool`` gives:
     each node passage and edge passage with its position, target ('node' or 'edge'), entity and
     passage ids, text, source ('walk' or 'writeback'), run and round. Sorted by hash then chain_id,
-    so two pools diff line by line. Returns the number of chains written.
+    so two pools diff line by line. Returns the number of chains written. ``path`` is never the
+    store itself, nor a file already there unless ``force`` (``paths.output_file``); it is written
+    whole under a temporary name and renamed into place.
 
     Example:
         >>> import tempfile, os
@@ -468,9 +473,8 @@ def export_pool(con, path, run: str | None = None, round: int | None = None, pas
 
     chains = sorted(load_pool(con, run, round, evidence=passages), key=lambda c: (c.hash, c.chain_id))
     counts = dict(zip(*(a.tolist() for a in evidence_counts(con, run, round))))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
+    path = paths.output_file(path, "FILE", inputs=[store.file_of(con)], force=force)
+    with paths.atomic_output(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for chain in chains:
             record = chain.to_json(counts[chain.chain_id])
             if passages:

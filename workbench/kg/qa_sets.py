@@ -33,6 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from workbench import paths, store
+
 DATASET = "tinyworld"
 SPLITS = ("test", "val", "seed")  # filled in this order, so test gets the first (most varied) draws
 FAMILIES = ("single_hop", "two_hop", "three_hop", "comparison", "bridge")
@@ -308,7 +310,7 @@ def questions_from_store(con, per_family: int = 200, seed: int = 0) -> pa.Table:
     return generate_questions(tables=tables, per_family=per_family, seed=seed)
 
 
-def export_searchr1_parquet(con, path: str | Path, split: str, dataset: str = DATASET) -> int:
+def export_searchr1_parquet(con, path: str | Path, split: str, dataset: str = DATASET, force: bool = False) -> int:
     """Write one split of a dataset's questions in the Search-R1 parquet layout; return the row count.
 
     Columns: ``data_source``, ``prompt`` ([{"role": "user", "content": instruction + question}]),
@@ -350,7 +352,7 @@ def export_searchr1_parquet(con, path: str | Path, split: str, dataset: str = DA
             "extra_info": {"split": split, "index": index, "family": family, "hops": int(hops),
                            "question_id": int(qid), "chain": [int(c) for c in (chain or [])]},
         })
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(records), path)
+    path = paths.output_file(path, "OUT", inputs=[store.file_of(con)], force=force)
+    with paths.atomic_output(path) as tmp:
+        pq.write_table(pa.Table.from_pylist(records), tmp)
     return len(records)

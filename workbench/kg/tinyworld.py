@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from workbench.kg import names
+from workbench.limits import WORLD_BYTES_PER_ENTITY, available_memory, check_memory, check_seed
 
 SOURCE = "tinyworld"
 
@@ -448,6 +449,9 @@ def generate_world(n_entities: int, seed: int, **knobs) -> World:
     """
     if not isinstance(n_entities, (int, np.integer)) or n_entities < MIN_ENTITIES:
         raise ValueError(f"generate_world: n_entities must be an integer >= {MIN_ENTITIES}, got {n_entities!r}")
+    check_seed(seed, "--seed / world.seed")
+    check_memory(int(n_entities) * WORLD_BYTES_PER_ENTITY, f"--entities / world.n_entities {int(n_entities):,}",
+                 f"ask for at most about {available_memory() // WORLD_BYTES_PER_ENTITY:,} entities")
     unknown = set(knobs) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"generate_world: unknown knob(s) {sorted(unknown)}; expected some of {sorted(DEFAULTS)}")

@@ -173,23 +173,12 @@ def check_walk_memory(n_walks: int, max_hops: int, name: str = "walks") -> None:
         >>> check_walk_memory(10**12, 3)
         Traceback (most recent call last):
         ...
-        ValueError: walks: 1,000,000,000,000 walks of up to 3 hops need about 698.5 TiB of memory, ...
+        ValueError: walks: 1,000,000,000,000 walks of up to 3 hops: needs about 698.5 TiB of memory, ...
     """
-    import psutil
+    from workbench.limits import available_memory, check_memory
 
-    need = n_walks * walk_bytes(max_hops)
-    free = psutil.virtual_memory().available
-    if need > free:
-        raise ValueError(f"{name}: {n_walks:,} walks of up to {max_hops} hops need about {_size(need)} of memory, "
-                         f"more than the {_size(free)} available; ask for at most about "
-                         f"{free // walk_bytes(max_hops):,} walks")
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-        n /= 1024
+    check_memory(n_walks * walk_bytes(max_hops), f"{name}: {n_walks:,} walks of up to {max_hops} hops",
+                 f"ask for at most about {available_memory() // walk_bytes(max_hops):,} walks")
 
 
 def random_walks(graph: CSRGraph, n_walks: int, hops, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,8 @@ Example:
     >>> import tempfile
     >>> from pathlib import Path
     >>> folder = Path(tempfile.mkdtemp())
-    >>> write_progress(folder, {"run": "demo", "status": "running", "rounds": []})
+    >>> write_progress(folder, {"run": "demo", "method": "coevokg", "preset": "smoke", "status": "running",
+    ...                         "completed": 0, "steps": 2, "rounds": []})
     >>> read_progress(folder)["status"]
     'running'
 """
@@ -133,7 +134,30 @@ def write_progress(folder: Path, record: dict) -> None:
     os.replace(tmp, folder / PROGRESS_FILE)
 
 
+PROGRESS_KEYS = ("run", "method", "preset", "status", "completed", "steps", "rounds", "updated_at")
+
+
 def read_progress(folder: Path) -> dict | None:
-    """The run's ``progress.json`` as written by ``write_progress``, or None when there is none."""
+    """The run's ``progress.json`` as written by ``write_progress``, or None when there is none;
+    ValueError naming the file when it is not one (damaged, or edited by hand).
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp()); _ = (folder / PROGRESS_FILE).write_text('{"run": "a"}')
+        >>> read_progress(folder)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: .../progress.json: not a progress file of the workbench's (missing method, ...
+    """
     path = Path(folder) / PROGRESS_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: unreadable ({err}); it is rewritten after the run's next round") from None
+    missing = [k for k in PROGRESS_KEYS if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise ValueError(f"{path}: not a progress file of the workbench's (missing {', '.join(missing)}); "
+                         "it is rewritten after the run's next round")
+    return record

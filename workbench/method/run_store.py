@@ -56,6 +56,11 @@ class RunStore:
         row = self.con.execute("SELECT method, config FROM runs WHERE run = ?", [self.run]).fetchall()
         return (row[0][0], json.loads(row[0][1])) if row else None
 
+    def committed_rounds(self) -> list[int]:
+        """The rounds whose commit is in the store (their metrics rows), in order."""
+        return [t for (t,) in self.con.execute(
+            "SELECT DISTINCT round FROM run_metrics WHERE run = ? ORDER BY round", [self.run]).fetchall()]
+
     def start(self, method: str, cfg, steps: int) -> None:
         """Record the run as running with its settings (replacing its previous row)."""
         with store.transaction(self.con):

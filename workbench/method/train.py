@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
+import pickle
 import re
 import shutil
 import tempfile
@@ -77,8 +79,8 @@ def ensure_world(con, cfg: Config, reads_pool: bool = True) -> None:
     if built != wanted:
         flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in wanted.items() if v)
         differ = ", ".join(f"pool.{k}={wanted[k]!r} (the store's G_0: {built[k]!r})" for k in wanted if built[k] != wanted[k])
-        raise ValueError(f"{store_path(con)}: {differ}: build G_0 with those filters first (workbench pool "
-                         f"build --db {store_path(con)} {flags}, --force where runs used the old one) or use a "
+        raise ValueError(f"{store.file_of(con)}: {differ}: build G_0 with those filters first (workbench pool "
+                         f"build --db {store.file_of(con)} {flags}, --force where runs used the old one) or use a "
                          "store built with them")
 
 
@@ -103,13 +105,6 @@ def check_run_name(run) -> str:
 def run_dir(run: str) -> Path:
     """The folder of run ``run``: ``runs/<run>`` (exactly one level below ``paths.runs_dir()``)."""
     return paths.runs_dir() / check_run_name(run)
-
-
-def store_path(con) -> str:
-    """The resolved file of a store connection (':memory:' for an in-memory one)."""
-    (path,) = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
-                          ).fetchall()[0]
-    return str(Path(path).resolve()) if path else ":memory:"
 
 
 def validation_em(trainer: Trainer, limit: int) -> float:
@@ -151,28 +146,27 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     ok = False
     try:
         runs = RunStore(con, run)
+        # every check before any work: a resume that cannot continue is refused before a warm start trains
+        _check_folder(folder, store.file_of(con), runs, resume, overwrite)
+        found, state, cfg = resume_point(con, runs, folder, spec, cfg, resume, world)
         # before the folder is claimed: a store whose G_0 the settings refuse gets no run
         ensure_world(con, cfg, reads_pool=spec.task_source == "kg_chains")
-        _claim_folder(folder, store_path(con), runs, resume, overwrite)
+        _claim_folder(folder, store.file_of(con), runs, resume, overwrite)
         if spec.task_source == "kg_topology":  # EoG: the held-out set exists before any draw, which leaves it out
             topology_qa.ensure_topology_questions(con)
         base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
             con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress),
             kg_tool=kg_warmstart(spec, cfg), extra_demos=topology_demos(spec, cfg)))
-        found = latest_checkpoint(folder) if resume else None
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")
-        if found:
-            cfg = _same_settings(runs, spec.name, cfg)
-        state = json.loads((found / "state.json").read_text()) if found else {"completed": 0, "best_val": -1.0}
-        if found:
-            distributed.check_resume(state, cfg, world)
-        state = distributed.with_world(state, world)
-        policy, reference = load_policies(cfg, base, found, world)
+        state = distributed.with_world({**state, "world_fingerprint": store.world_fingerprint(con)}, world)
+        with damaged_checkpoint(found):
+            policy, reference = load_policies(cfg, base, found, world)
         search = make_retriever(con, cfg.search)
         trainer = Trainer(con, cfg, spec, run, policy, reference, search)
         if found:
-            trainer.load_state_dict({**state, "optimizer": distributed.load_optimizer(found, policy.device)})
+            with damaged_checkpoint(found):
+                trainer.load_state_dict({**state, "optimizer": distributed.load_optimizer(found, policy.device)})
         if dist is not None:
             distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
@@ -236,13 +230,88 @@ def preflight(db, run: str, method: str = "coevokg", preset: str = "tiny", steps
     con = store.connect(db, read_only=True)
     try:
         runs = RunStore(con, run)
-        _check_folder(folder, store_path(con), runs, resume, overwrite)
-        found = latest_checkpoint(folder) if resume else None
-        if found:
-            cfg = _same_settings(runs, spec.name, cfg)
-            distributed.check_resume(json.loads((found / "state.json").read_text()), cfg, world)
+        _check_folder(folder, store.file_of(con), runs, resume, overwrite)
+        resume_point(con, runs, folder, spec, cfg, resume, world)
     finally:
         con.close()
+
+
+def resume_point(con, runs: RunStore, folder: Path, spec, cfg: Config, resume: bool, world: int = 1):
+    """(checkpoint or None, its state, cfg) where a run starts, writing nothing. Without ``resume``,
+    or for a run with no checkpoint and no stored round, round 0. A resume continues only what
+    belongs together, else ValueError with the reason: the checkpoint's ``state.json`` readable and
+    naming its own round, the store holding exactly its rounds (one more: a kill after a commit,
+    redone), the same world (``store.world_fingerprint``), the same settings (``_same_settings``)
+    and ``method.steps`` not below the rounds done.
+    """
+    fresh = {"completed": 0, "best_val": -1.0}
+    if not resume:
+        return None, fresh, cfg
+    found, done, db = latest_checkpoint(folder), runs.committed_rounds(), store.file_of(con)
+    if found is None:
+        if done not in ([], [0]):  # round 0 committed, then a kill or a full disk before its checkpoint: redone
+            raise ValueError(f"--resume: run {runs.run!r} has {len(done)} round(s) in {db} but no checkpoint under "
+                             f"{folder / 'checkpoints'}; restore its checkpoints, or start it anew with --overwrite")
+        return None, fresh, cfg
+    state = read_state(found)
+    cfg = _same_settings(runs, spec.name, cfg)
+    distributed.check_resume(state, cfg, world)
+    completed = state["completed"]
+    if found.name != f"round-{completed:06d}":
+        raise ValueError(f"--resume: {found / 'state.json'} says {completed} rounds completed but its folder is "
+                         f"{found.name}; the checkpoint was edited or damaged: start the run anew with --overwrite")
+    if done not in (list(range(completed)), list(range(completed + 1))):
+        held = f"rounds {done[0]}-{done[-1]}" if done else "no round"
+        raise ValueError(f"--resume: the checkpoint {found} has {completed} round(s) but {db} holds {held} of run "
+                         f"{runs.run!r}: they do not belong together (a store rebuilt, e.g. by `workbench world "
+                         "--force`, or restored from another copy); start the run anew with --overwrite")
+    made_on = state.get("world_fingerprint")
+    if made_on is not None and made_on != store.world_fingerprint(con):
+        raise ValueError(f"--resume: {db} holds another world than the one run {runs.run!r} was trained on (its "
+                         "entities or passages changed since its checkpoint); start the run anew with --overwrite")
+    if cfg.method.steps < completed:
+        raise ValueError(f"--steps {cfg.method.steps}: run {runs.run!r} has completed {completed} rounds; give "
+                         f"--steps {completed} or more (the round count to continue up to)")
+    return found, state, cfg
+
+
+@contextlib.contextmanager
+def damaged_checkpoint(found: Path | None):
+    """Reading checkpoint ``found``'s weights or optimiser state: what fails there (a file cut short
+    by a full disk, say) is one ValueError naming the checkpoint and what to do."""
+    try:
+        yield
+    except (ValueError, RuntimeError, OSError, EOFError, pickle.UnpicklingError) as err:
+        if found is None:
+            raise
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"--resume: the checkpoint {found} is damaged ({reason}); start the run anew with "
+                         "--overwrite") from err
+
+
+def read_state(checkpoint: Path) -> dict:
+    """A checkpoint's ``state.json``, or ValueError naming the file when it is not one we wrote.
+
+    Example:
+        >>> read_state(Path("no-such-checkpoint"))
+        Traceback (most recent call last):
+        ...
+        ValueError: no-such-checkpoint/state.json: unreadable ([Errno 2] No such file or directory); start the run anew with --overwrite
+    """
+    path = checkpoint / "state.json"
+    try:
+        state = json.loads(path.read_text())
+        if not isinstance(state, dict):
+            raise ValueError("not a JSON object")
+        missing = [k for k in ("completed", "best_val", "non_finite", "kl_coef") if k not in state]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        if isinstance(state["completed"], bool) or not isinstance(state["completed"], int) or state["completed"] < 0:
+            raise ValueError(f"completed {state['completed']!r} is not a round count")
+    except (OSError, ValueError) as err:
+        reason = f"[Errno {err.errno}] {err.strerror}" if isinstance(err, OSError) else err
+        raise ValueError(f"{path}: unreadable ({reason}); start the run anew with --overwrite") from None
+    return state
 
 
 def load_policies(cfg: Config, base, found: Path | None, world: int = 1):
@@ -358,7 +427,11 @@ def _check_folder(folder: Path, db: str, runs: RunStore | None, resume: bool, ov
     ``run.json``: never touched), or an existing run of this store (``runs``; None: a store not
     there yet) without ``resume`` or ``overwrite``."""
     marker = folder / "run.json"
-    owner = json.loads(marker.read_text())["store"] if marker.exists() else None
+    try:
+        owner = json.loads(marker.read_text())["store"] if marker.exists() else None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"--run {folder.name!r}: {marker} is unreadable ({err!r}); move the folder away "
+                         "or pick another name") from None
     if folder.exists() and owner is None and any(folder.iterdir()):
         raise ValueError(f"--run {folder.name!r}: {folder} exists without a run.json (made by hand, or by a "
                          "workbench older than 2026-12 that did not record its store); move it away or pick another name")
@@ -400,10 +473,11 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
     from workbench.policy.model import model_labels
 
     tmp = Path(tempfile.mkdtemp(prefix=".best-", dir=folder))
-    policy.save(tmp)
-    (tmp / "workbench.json").write_text(json.dumps(
-        {"backbone": model_labels(base)["backbone"], "method": method, "run": run, "round": t, "val_em": val_em,
-         "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {})}, indent=2))
+    with written_whole(tmp, "the best-validation policy"):
+        policy.save(tmp)
+        (tmp / "workbench.json").write_text(json.dumps(
+            {"backbone": model_labels(base)["backbone"], "method": method, "run": run, "round": t, "val_em": val_em,
+             "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {})}, indent=2))
     best, old = folder / "best", folder / ".best-old"
     if old.exists():
         shutil.rmtree(old)
@@ -411,6 +485,23 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
         best.rename(old)
     tmp.rename(best)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def written_whole(tmp: Path, what: str):
+    """Writing ``what`` into the temporary folder ``tmp``: on failure ``tmp`` is removed, and a full
+    disk (torch reports it as "unexpected pos", safetensors as an I/O error) is one OSError that says
+    so and names the folder; the last complete copy stays in place."""
+    try:
+        yield
+    except (RuntimeError, OSError) as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or \
+            "unexpected pos" in str(err) or "write failed" in str(err) or shutil.disk_usage(tmp.parent).free < 2**20
+        if not full:
+            raise
+        raise OSError(errno.ENOSPC, f"no space left to write {what} (the last complete one is kept; free space, "
+                                    "then continue with --resume)", str(tmp.parent)) from err
 
 
 def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
@@ -422,13 +513,14 @@ def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"round-{state['completed']:06d}"
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    if trainer.policy.is_lora:  # the adapter alone: a 3B model with its optimiser state would not fit the disk
-        trainer.policy.save_adapter(tmp / "adapter")
-    else:
-        trainer.policy.save(tmp / "model")
-    trainer_state = trainer.state_dict()
-    torch.save(trainer_state.pop("optimizer"), tmp / "optimizer.pt")
-    (tmp / "state.json").write_text(json.dumps({**state, **trainer_state}))
+    with written_whole(tmp, "the checkpoint"):
+        if trainer.policy.is_lora:  # the adapter alone: a 3B model with its optimiser state would not fit the disk
+            trainer.policy.save_adapter(tmp / "adapter")
+        else:
+            trainer.policy.save(tmp / "model")
+        trainer_state = trainer.state_dict()
+        torch.save(trainer_state.pop("optimizer"), tmp / "optimizer.pt")
+        (tmp / "state.json").write_text(json.dumps({**state, **trainer_state}))
     if final.exists():  # a stale copy of this round (an earlier, interrupted attempt)
         shutil.rmtree(final)
     tmp.rename(final)

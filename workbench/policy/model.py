@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+from safetensors import SafetensorError
 
 from workbench.policy import lora
 from workbench.policy.generation import Generation, HFBackend, make_backend
@@ -190,7 +191,7 @@ class Policy:
                 tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
                 dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
                 model = AutoModelForCausalLM.from_pretrained(str(path_or_hub_id), dtype=dtype).eval()
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, SafetensorError) as err:  # missing, or a weights file cut short
             raise ValueError(f"cannot load a causal LM from {str(path_or_hub_id)!r}: "
                              f"{str(err).splitlines()[0]}") from err
         policy = cls(model, tokenizer, device)

@@ -563,7 +563,7 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
     try:
         corpus = load_corpus(con)
         if not len(corpus):
-            raise ValueError(f"store {db} has no passages: build a world first (workbench world build)")
+            raise ValueError(f"store {db} has no passages: build a world first (workbench world)")
         params = {"families": list(families), "n_entities": n_entities, "epochs": epochs,
                   "proposer_share": proposer_share, "val_per_family": val_per_family, "preset": cfg.name}
         if kg_tool is not None:  # only then: the default warm start's key stays what it was

@@ -124,7 +124,7 @@ def bench_retrieval(db: str | None = None, preset: str = "tiny", batch: int = 25
         questions = single_hop_questions(con)
         if not questions:
             raise ValueError(f"{db} holds no 'tinyworld' single_hop questions: "
-                             "build the world first (`workbench world build`)")
+                             "build the world first (`workbench world`)")
         import torch
 
         if threads:

@@ -90,7 +90,7 @@ def load_corpus(con) -> Corpus:
 
 
 EMPTY = ("the store's passages table is empty: build or import a world first "
-         "(e.g. `workbench world build`)")
+         "(e.g. `workbench world`)")
 
 
 def db_file(con) -> Path | None:
