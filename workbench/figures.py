@@ -83,7 +83,8 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
     out = Path(out_dir) if out_dir else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     html = out / f"{paths.plain_name(name, 'figure name')}.html"
-    fig.write_html(html, include_plotlyjs="directory")
+    with paths.atomic_output(html) as tmp:  # a full disk leaves the previous figure, not half of one
+        fig.write_html(tmp, include_plotlyjs="directory")
     written = [html]
     if _png_ready():
         png = out / f"{name}.png"
@@ -91,7 +92,9 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
             with warnings.catch_warnings():  # plotly passes kopts a running server does not need
                 warnings.filterwarnings("ignore", message="The kopts argument is ignored")
                 # a notebook's width, drawn at twice the pixels: readable where a notebook or a page shows it
-                fig.write_image(png, width=PNG_WIDTH, height=max(500, fig.layout.height or 500), scale=2)
+                with paths.atomic_output(png) as tmp:
+                    fig.write_image(tmp, format="png", width=PNG_WIDTH, height=max(500, fig.layout.height or 500),
+                                    scale=2)
             written.append(png)
         except Exception as err:  # a browser that crashes must not cost the HTML
             print(f"PNG export failed for {name} ({type(err).__name__}: {err}); wrote HTML only")
@@ -190,8 +193,10 @@ def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Pa
     out = Path(out_dir) if out_dir else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     md, csv = out / f"{paths.plain_name(name, 'table name')}.md", out / f"{name}.csv"
-    md.write_text((f"{caption}\n\n" if caption else "") + _markdown(df, decimals))
-    df.to_csv(csv, index=False)
+    with paths.atomic_output(md) as tmp:
+        tmp.write_text((f"{caption}\n\n" if caption else "") + _markdown(df, decimals))
+    with paths.atomic_output(csv) as tmp:
+        df.to_csv(tmp, index=False)
     for path in (md, csv):
         print(path)
     return [md, csv]

@@ -36,6 +36,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from workbench import paths, store
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
@@ -490,14 +491,15 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
 @contextlib.contextmanager
 def written_whole(tmp: Path, what: str):
     """Writing ``what`` into the temporary folder ``tmp``: on failure ``tmp`` is removed, and a full
-    disk (torch reports it as "unexpected pos", safetensors as an I/O error) is one OSError that says
+    disk (torch reports it as "unexpected pos", safetensors as its own error of "os error 28") is one OSError that says
     so and names the folder; the last complete copy stays in place."""
     try:
         yield
-    except (RuntimeError, OSError) as err:
+    except (RuntimeError, OSError, SafetensorError) as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or \
-            "unexpected pos" in str(err) or "write failed" in str(err) or shutil.disk_usage(tmp.parent).free < 2**20
+        full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or any(
+            s in str(err) for s in ("unexpected pos", "write failed", "No space left", "os error 28")) or \
+            shutil.disk_usage(tmp.parent).free < 2**20
         if not full:
             raise
         raise OSError(errno.ENOSPC, f"no space left to write {what} (the last complete one is kept; free space, "
