@@ -118,7 +118,7 @@ class Limits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= _DAY:
                 raise LimitError(name, f"a number of seconds from {low:g} to {_DAY} (one day)", value,
-                                 "give a finite number of seconds (inf would never cut a stalled client)")
+                                 "give a finite number in that range (with inf a stalled client is never cut)")
 
 
 _DAY = 86_400  # ours: the longest timeout taken; beyond it a stalled client would hold on for good
