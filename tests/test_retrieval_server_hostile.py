@@ -386,3 +386,17 @@ def test_many_slow_clients_in_process_leave_real_ones_an_answer(db):
             took = served(s.target, 40, timeout=10)
             assert s.server.open_connections <= 128
     assert max(took) < 3.0, took
+
+
+def test_the_kg_cache_is_bounded_in_bytes(db, monkeypatch):
+    # KGSearch kept 1M entries whatever their size, and its keys hold each rollout's question.
+    from workbench.search import kg_search
+
+    monkeypatch.setattr(kg_search, "CACHE_BYTES", 20_000)
+    kg = kg_search.KGSearch(db)
+    names = list(kg.titles.values())
+    for i in range(200):
+        kg.search([names[i % len(names)]], [f"question {i} " + "x" * 200])
+    held, limit = kg._cache.currsize, kg._cache.maxsize
+    assert limit == 20_000 and 0 < held <= limit and len(kg._cache) < 200
+    assert held == sum(kg_search.kg_cached_bytes(entry) for entry in kg._cache.values())
