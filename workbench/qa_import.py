@@ -382,10 +382,14 @@ def detect_format(path: str | Path) -> str:
     path = Path(path)
     if (path.with_suffix("") if path.suffix in COMPRESSED else path).suffix == ".parquet":
         return "parquet"
-    with Lines(path) as lines:
-        raw = lines.read(1 << 16)
+    start = []
+    with Lines(path, skip_blank=False) as lines:  # the first 64 KiB of lines (a read's fault names its line)
+        for _, line in lines:
+            start.append(b"" if isinstance(line, Oversized) else line)
+            if sum(map(len, start)) >= 1 << 16:
+                break
     # detection only: undecodable bytes are reported, with their line, when the records are read
-    head = raw.decode("utf-8", errors="replace").lstrip()
+    head = b"\n".join(start).decode("utf-8", errors="replace").lstrip()
     if head.startswith("["):
         return "hotpot"
     first = head.split("\n", 1)[0]

@@ -35,6 +35,7 @@ import gzip
 import hashlib
 import io
 import lzma
+import re
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -50,7 +51,9 @@ HEAD_BYTES = 1 << 20  # content_head: the first MiB of the decompressed, normali
 CHUNK = 1 << 20  # an oversized line is skipped in pieces of this size
 
 COMPRESSED = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
-_MAGIC = ((b"\x1f\x8b", ".gz"), (b"BZh", ".bz2"), (b"\xfd7zXZ\x00", ".xz"))
+# gzip's mark and deflate method; bzip2's mark, block size and block (or end-of-stream) magic: no text starts so
+_MAGIC = ((re.compile(rb"\x1f\x8b\x08"), ".gz"), (re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)"), ".bz2"),
+          (re.compile(rb"\xfd7zXZ\x00"), ".xz"))
 _REFUSED = ((b"PK\x03\x04", "a zip archive", "unzip it"), (b"7z\xbc\xaf\x27\x1c", "a 7z archive", "extract it"),
             (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it (zstd -d FILE)"))
 # Longest first: UTF-32-LE's mark starts with UTF-16-LE's.
@@ -83,11 +86,11 @@ def compression(path: str | Path) -> str | None:
     if path.suffix in COMPRESSED:
         return path.suffix
     with open(path, "rb") as f:
-        magic = f.read(8)
+        magic = f.read(10)
     for mark, what, todo in _REFUSED:
         if magic.startswith(mark):
             raise ValueError(f"{path}: {what}; expected a text file (optionally .gz, .bz2 or .xz): {todo} first")
-    return next((suffix for mark, suffix in _MAGIC if magic.startswith(mark)), None)
+    return next((suffix for mark, suffix in _MAGIC if mark.match(magic)), None)
 
 
 def encoding_of(start: bytes) -> tuple[str, int]:
@@ -116,7 +119,8 @@ def encoding_of(start: bytes) -> tuple[str, int]:
 def _read_error(err: Exception, encoding: str) -> str:
     """What a failed read means, and what to do."""
     if isinstance(err, UnicodeDecodeError):
-        return f"expected {encoding.upper()} text ({err.reason}); convert the file to UTF-8 (iconv -t UTF-8)"
+        return (f"expected {encoding.upper()} text, as the file's first bytes say ({err.reason}); convert the file to "
+                f"UTF-8 (iconv -f {encoding.upper()} -t UTF-8)")
     if isinstance(err, EOFError):
         return f"the compressed file ends early (truncated?): {err}; download or copy it again"
     return f"corrupt compressed data: {err}; download or copy it again"
