@@ -314,6 +314,25 @@ def _combined(digests: list[str | None]) -> str:
     return hashlib.sha256("\0".join(d or "-" for d in digests).encode()).hexdigest()
 
 
+def same_content(con: duckdb.DuckDBPyConnection, kind: str, files: tuple[Path | None, ...],
+                 max_line_bytes: int = MAX_LINE_BYTES) -> tuple[int, str] | None:
+    """(import id, content digest) of the first import of ``kind`` recorded with the content of
+    ``files`` (:class:`input_files.Lines`' digest, combined in order), else None. The heads are
+    compared first (the files' first MiB); the whole content is hashed only when one matches.
+
+    Example:
+        >>> same_content(store.connect(":memory:"), "kilt", (Path("/dev/null"),)) is None
+        True
+    """
+    head = _combined([f and content_head(f, max_line_bytes) for f in files])
+    alike = con.execute("SELECT import_id, content FROM imports WHERE kind = ? AND content_head = ? ORDER BY import_id",
+                        [kind, head]).fetchall()
+    if not alike:
+        return None
+    digest = _combined([f and content_digest(f, max_line_bytes) for f in files])
+    return next(((import_id, digest) for import_id, content in alike if content == digest), None)
+
+
 TRUNCATED = " (the file's last line, without a line end: is the file cut short?)"
 
 
@@ -342,12 +361,9 @@ class _Import:
         self.started = time.perf_counter()
 
     def _refuse_same_content(self) -> None:
-        head = _combined([f and content_head(f, self.max_line_bytes) for f in self.files])
-        alike = self.con.execute("SELECT count(*) FROM imports WHERE kind = ? AND content_head = ?",
-                                 [self.kind, head]).fetchone()[0]
-        if alike:  # the second pass over the file(s), only when an earlier import starts the same
-            digest = _combined([f and content_digest(f, self.max_line_bytes) for f in self.files])
-            refuse_repeat(self.con, self.kind, digest, self.file, column="content")
+        found = same_content(self.con, self.kind, self.files, self.max_line_bytes)
+        if found:
+            refuse_repeat(self.con, self.kind, found[1], self.file, column="content")
 
     def read(self, path: Path, parse, line_end: bool = False) -> Iterator[tuple[int, object]]:
         """Yield ``(line number, parse(line))`` for every non-blank line (read by
