@@ -457,7 +457,8 @@ def test_the_same_kilt_source_stored_another_way_is_refused(con, tmp_path, capsy
 
 
 def test_wiki18_as_gz_and_a_wikidata5m_set_with_crlf_are_refused(con, tmp_path):
-    wiki = write_lines(tmp_path / "psgs.jsonl", [{"id": str(i), "contents": f'"T{i % 3}"\nText {i}.'} for i in range(9)])
+    wiki = write_lines(tmp_path / "psgs.jsonl", [{"id": str(i), "contents": f'"T{i % 3}"\nText {i}.'}
+                                                 for i in range(9)])
     assert import_wiki18(con, wiki, progress=False)["passages"] == 9
     packed = tmp_path / "psgs.jsonl.gz"
     packed.write_bytes(gzip.compress(wiki.read_bytes()))

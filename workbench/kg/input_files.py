@@ -150,7 +150,7 @@ class Lines:
         stream = COMPRESSED[kind](fileobj=self._raw) if kind == ".gz" else \
             COMPRESSED[kind](self._raw) if kind else self._raw
         try:
-            self.encoding, bom = encoding_of(stream.peek(4)[:4] if hasattr(stream, "peek") else b"")
+            self.encoding, bom = encoding_of(stream.peek(4)[:4])
             stream.read(bom)
         except _READ_ERRORS as err:
             self.close()

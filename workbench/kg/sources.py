@@ -173,19 +173,6 @@ class _Bad(Exception):
     """A malformed line; the message says what was expected."""
 
 
-BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark some editors put first in a file
-
-
-def strip_bom(raw: bytes) -> bytes:
-    """``raw`` without a leading UTF-8 byte order mark (every importer reads files through this).
-
-    Example:
-        >>> strip_bom(BOM + b'{"a": 1}')
-        b'{"a": 1}'
-    """
-    return raw[len(BOM):] if raw.startswith(BOM) else raw
-
-
 def record_import(con, import_id: int, kind: str, file, lines: int, skipped: int, fingerprint: str,
                   inserted: dict, content: str | None = None, content_head: str | None = None) -> None:
     """The ``imports`` row of one import: what it read, skipped and inserted, its file's
