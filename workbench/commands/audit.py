@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "each pair)")
     p.add_argument("--n", type=int, default=100, help="questions per run (default 100, as the paper)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    p.add_argument("--judge", default=None, help="judge model (default: the first run's best checkpoint)")
+    p.add_argument("--judge", default=None, help="judge model, never a checkpoint of an audited run (default: the base "
+                   "every run starts from, the preset's warm start or backbone.model)")
     p.add_argument("--preset", default="tiny", help="whose retriever the one-shot shortcut uses")
     p.add_argument("--figure", default="audit_shortcuts", help="figure name under figures/ ('' for none)")
     p.set_defaults(func=run_shortcuts)
