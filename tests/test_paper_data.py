@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -185,3 +186,35 @@ def test_drfree_table14_percentages_recompute():
         assert _round(Decimal(100 * row.exact_questions) / row.eval_questions, 3) == row.exact_pct, source
     assert t.eval_questions.eq(51713).all() and t.jaccard_min.eq(0.6).all()
     assert t.provenance.eq("Table 14 (002_fd680da9ab88e45f.txt)").all()
+
+
+def test_drfree_tables_beside_the_reference_runs():
+    """Notebook 08's tables: the paper's Table n in % above the reference rows that correspond."""
+    import dataclasses
+
+    from workbench import figures, reference
+
+    ref = reference.load("tiny_drfree_20rounds.json")
+    tables, fig = figures.drfree_table(3, ref)
+    assert tables["paper"]["Avg."].tolist() == [37.5, 36.0, 33.0, 32.1, 31.6]
+    side = tables["reference"].set_index("paper row")
+    assert list(side.index) == list(figures.DRFREE_ROWS[3])  # every Table 3 row has its reference row here
+    means = ref.test_em(reference="drfree")
+    for label, method in figures.DRFREE_ROWS[3].items():
+        assert side.loc[label, "test EM"] == means.loc[method, "mean"]
+    assert len(fig.data) == 2  # the paper's table and the reference's
+    t1 = figures.drfree_table_reference(1, ref).set_index("paper row")
+    assert t1.loc["SFT", "test EM"] == ref.base_test_em and t1.loc["R1-Instruct", "workbench row"] == "search_r1"
+    t15 = figures.drfree_table_reference(15, ref)
+    em = ref.evaluations.query("method == 'drfree'").sort_values("seed").test_macro_em
+    assert t15["test EM"].tolist()[:-1] == em.tolist() and t15["sd"].iloc[-1] == pytest.approx(em.std())
+    assert figures.drfree_table_reference(7, ref).empty and figures.drfree_table(7)[0]["reference"].empty
+    # Table 9: each iteration's kept checkpoint is the run's best so far (max validation EM up to its end)
+    assert figures.drfree_table_reference(9, ref).empty  # a file without iterations
+    metrics = ref.metrics.copy()
+    metrics["iteration"] = np.where(metrics.method == "drfree", 1 + metrics["round"] // 7, np.nan)
+    t9 = figures.drfree_table_reference(9, dataclasses.replace(ref, metrics=metrics)).set_index("row")
+    d = ref.of("drfree")
+    for k in (1, 2, 3):
+        best = 100 * d[d["round"] < 7 * k].groupby("seed").val_em.max()
+        assert t9.loc[f"Dr. Free Iter {k}", "val EM (kept checkpoint)"] == pytest.approx(best.mean())
