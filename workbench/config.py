@@ -167,6 +167,13 @@ class MethodConfig:
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
     drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
+    # Dr. Free (seed 002; method/drfree_loop.py): its chain construction, HRPO, iterations and anchor.
+    # "" / 0 = the method's own (methods.py: the Dr. Free rows use drfree, hrpo and 3 iterations; the others all, reinforce_pp, 1)
+    chain_selection: str = ""  # which G_0 chains a kg_chains method draws: all | drfree (whitelist, unique grounding, retrieval check, hop ratio: kg.chain_checks.drfree_selection)
+    drfree_hop_ratio: str = ""  # Table 7's hop-sampling ratio over the selected chains' hop counts, e.g. "1:1"; "" = equal shares (ours: its best row, 1:1:1, over hop classes it does not name)
+    proposer_algorithm: str = ""  # the proposer's advantage: reinforce_pp (seed 000, Eq. 12) | hrpo (hop-grouped, seed 002 Table 6; defined in Dr. Zero)
+    iterations: int = 0  # self-evolution iterations the run's rounds are split into (seed 002, Table 9; the paper: 50 steps each, Table 6)
+    drfree_anchor: str = "updated"  # the model scoring Dr. Free's likelihoods (ours, seed 002 Fig. 4): updated (the run's best at the previous iteration's end) | fixed (the base) | live (the current policy)
     # DynaSearcher (seed 003; method/multireward.py, search/kg_search.py)
     kg_tool: str = ""  # the <kg_search> tool offered to the solver: "on" | "off"; "" = the method's (methods.py)
     kg_filter: str = "overlap"  # the KG filter module: overlap (deterministic, the tiny tier) | llm (the policy judges) | none; the paper: an LLM
@@ -367,6 +374,12 @@ RULES: dict[str, tuple] = {
        for k in ("seed_dataset", "val_dataset")},
     "method.drfree_reward_form": (_one_of("positive_part", "indicator"), "one of ['indicator', 'positive_part']"),
     "method.drfree_micro_batch": (_at_least(1), "an integer >= 1"),
+    "method.chain_selection": (_one_of("", "all", "drfree"), "one of ['', 'all', 'drfree'] ('' = the method's)"),
+    "method.drfree_hop_ratio": (lambda v, _: not v.strip() or _weights_ok(v), "'' (equal shares) or non-negative "
+                                "weights joined by ':', one per hop count of the selected chains (e.g. '1:1')"),
+    "method.proposer_algorithm": (_one_of("", "reinforce_pp", "hrpo"), "one of ['', 'hrpo', 'reinforce_pp'] ('' = the method's)"),
+    "method.iterations": (_at_least(0), "an integer >= 0 (0 = the method's)"),
+    "method.drfree_anchor": (_one_of("updated", "fixed", "live"), "one of ['fixed', 'live', 'updated']"),
     "pool.hop_ratio": (lambda v, s: _hop_ratio_ok(v, s), "'' or one positive weight per hop count from pool.min_hops "
                        "to pool.max_hops, joined by ':' (e.g. '1:1:1' for 2-4 hops)"),
     "method.kg_tool": (_one_of(*KG_TOOL), f"one of {list(KG_TOOL)} ('' = the method's)"),
@@ -379,6 +392,14 @@ RULES: dict[str, tuple] = {
     "method.mr_cover_em_weight": (_within(0, 1), "a weight in [0, 1]"),
     "method.mr_format_penalty": (lambda v, _: v <= 0, "a penalty <= 0"),
 }
+
+
+def _weights_ok(value: str) -> bool:
+    try:
+        weights = [float(w) for w in value.split(":")]
+    except ValueError:
+        return False
+    return all(w >= 0 for w in weights) and sum(weights) > 0
 
 
 def _hop_ratio_ok(value: str, pool) -> bool:

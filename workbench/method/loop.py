@@ -26,6 +26,7 @@ ours, when set).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -37,7 +38,7 @@ import torch
 
 from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
-from workbench.method import distributed, eog
+from workbench.method import distributed, drfree_loop, eog
 from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, answer_position, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
@@ -47,8 +48,8 @@ from workbench.method.multireward import gold_entities
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
 from workbench.policy.rollout import Trajectory, batch_tensors, response_logprobs, rollout
-from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, policy_loss, probability_scale,
-                                     reinforce_pp_advantages, warmup_lr)
+from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, hrpo_advantages, policy_loss,
+                                     probability_scale, reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
 from workbench.scoring import exact_match
@@ -65,6 +66,9 @@ class Candidate:
     verdict: Verdict
     reward: float | None = None
     slot: "Slot | None" = None  # the solver slot it was posed in, when admitted
+    # a searching proposer's candidate (Dr. Free's w/o KG row): its own evidence and hop label
+    evidence: ChainView | None = None
+    hops: int | None = None
 
 
 @dataclass
@@ -134,6 +138,7 @@ class RoundResult:
     # (title, type) of each entity on the slots' chains, for the answer-type counts; None: not
     # looked up (a rank other than 0, which stores nothing), and those two keys are left out
     entities: dict[int, tuple[str, str | None]] | None = None
+    extra: dict = field(default_factory=dict)  # a method's own per-round keys (Dr. Free's iteration, chains, searches)
 
     @property
     def rollouts(self) -> list[Rollout]:
@@ -179,6 +184,7 @@ class RoundResult:
             "search_cache_hit_rate": self.search_cache_hit_rate,
             **eog.curriculum_metrics(self.tasks),  # EoG's Fig. 7 counts; nothing for other task sources
             **tool_use_metrics(self.rollouts, self.kg_tool),
+            **self.extra,
         }
 
 
@@ -460,6 +466,15 @@ class Trainer:
             R.PROPOSER_REWARDS[self.proposer_reward]  # an unknown name fails before any work
         # Dr. Free's reward reads no rollout: it is scored before the solver runs (reward_proposer)
         self.rollout_free = bool(self.proposer_reward) and not R.needs_outcome(self.proposer_reward)
+        # Dr. Free (seed 002, drfree_loop): its chains, proposer algorithm, iterations and likelihood anchor
+        self.drfree = drfree_loop.settings(spec, m)
+        self.iteration_ends = drfree_loop.iteration_ends(m.steps, self.drfree.iterations)
+        self.selection: drfree_loop.ChainSelection | None = None  # made at the first draw (rank 0)
+        self.anchor = None  # the updated anchor (a Policy) once an iteration has ended
+        if (m.drfree_anchor == "updated" and self.drfree.iterations > 1 and policy.is_lora
+                and str(self.proposer_reward).startswith("dr_free")):
+            raise ValueError("method.drfree_anchor=updated with LoRA (method.lora_rank > 0) is not supported: the anchor "
+                             "is a full copy of an iteration's checkpoint; use --set method.drfree_anchor=fixed or live")
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
                                       policy, m.verifier_max_new_tokens, m.verifier_vocabulary, con)
         # Eq. 8's LLM extractor only where Eq. 7 reads its path: another reward's S_path only fills
@@ -507,6 +522,33 @@ class Trainer:
         return int(self.cfg.method.seed) * 1_000_003 + t * 101 + stage
 
     @property
+    def scorer(self):
+        """The policy whose teacher-forced likelihoods score Dr. Free's information gain
+        (``method.drfree_anchor``, ``drfree_loop``): the current policy (``live``), the base
+        (``fixed``, and ``updated`` in iteration 1: the frozen reference, or a LoRA policy's base),
+        or the last finished iteration's checkpoint (``updated``)."""
+        mode = self.cfg.method.drfree_anchor
+        if mode == "live":
+            return self.policy
+        if mode == "updated" and self.anchor is not None:
+            return self.anchor
+        return self.reference if self.reference is not None else _BaseOnly(self.policy)
+
+    @property
+    def uses_anchor(self) -> bool:
+        """Whether the proposer's reward reads Dr. Free's likelihoods and ``method.drfree_anchor`` is
+        ``updated`` (the anchor then follows the iterations)."""
+        return self.cfg.method.drfree_anchor == "updated" and str(self.proposer_reward).startswith("dr_free")
+
+    def set_anchor(self, path) -> None:
+        """Make the checkpoint at ``path`` the ``updated`` anchor (loaded once, float32, frozen)."""
+        from workbench.policy.model import Policy
+
+        self.anchor = Policy.load(path, device=str(self.policy.device), dtype=torch.float32)
+        self.anchor.model.eval()
+        log.info("Dr. Free anchor: %s", path)
+
+    @property
     def pool_run(self) -> str | None:
         """Whose write-back G_t includes: this run's with write-back (C3), else G_0 alone."""
         return self.run if self.spec.write_back else None
@@ -536,7 +578,22 @@ class Trainer:
         lap("sync")
         return RoundResult(t, tasks, slots, update, lap.timings, distributed.hit_rate(self),
                            kg_tool=self.kg is not None,
-                           entities=chain_entities(self.con, slots) if self.con is not None else None)
+                           entities=chain_entities(self.con, slots) if self.con is not None else None,
+                           extra=self._extra_metrics(t, tasks))
+
+    def _extra_metrics(self, t: int, tasks: list[ChainTask]) -> dict:
+        """Dr. Free's per-round keys, only for the runs that have them: ``iteration`` (several
+        iterations), ``drfree_chains`` (its chain construction's count), ``proposer_searches``
+        (searches per candidate of a searching proposer)."""
+        out = {}
+        if len(self.iteration_ends) > 1:
+            out["iteration"] = drfree_loop.iteration_of(t, self.iteration_ends)
+        if self.selection is not None:
+            out["drfree_chains"] = len(self.selection.ids)
+        if self.spec.task_source == "seed_document" and tasks:
+            cands = [c for task in tasks for c in task.candidates]
+            out["proposer_searches"] = float(np.mean([len(c.sequence.queries) for c in cands])) if cands else 0.0
+        return out
 
     # -- 1-2: proposer and gate ------------------------------------------------------------
     def _task_chains(self, t: int) -> list[ChainView]:
@@ -548,6 +605,13 @@ class Trainer:
             queries = eog.draw_queries(self._topology_graph, self.patterns, m.chains_per_round, self.seed_for(t, 1),
                                        m.topology_max_answers, self._held_out)
             return eog.topology_views(self.con, queries, self.titles, self._topology_graph)
+        if self.spec.task_source == "kg_chains" and self.drfree.chain_selection == "drfree":
+            if self.selection is None:  # Dr. Free's chain construction (seed 002, Fig. 5, Table 7), once a run
+                self.selection = drfree_loop.ChainSelection(self.con, self.search, self.cfg.search.topk,
+                                                            m.drfree_hop_ratio, self.cfg.pool.seed)
+                log.info("Dr. Free chains: %d of G_0's %d (rejected %s)", len(self.selection.ids),
+                         self.selection.result["considered"], self.selection.result["rejections"])
+            return [chain_view(c) for c in self.selection.sample(self.con, m.chains_per_round, self.seed_for(t, 1))]
         if self.spec.task_source == "kg_chains":
             return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self.seed_for(t, 1),
                                                         run=self.pool_run, round=t,
@@ -571,6 +635,8 @@ class Trainer:
         n_slots = m.chains_per_round * m.admit_top_k
         if self.spec.task_source == "seed_pool":
             return [], self._seed_slots(t, n_slots)
+        if self.spec.task_source == "seed_document":
+            return self._propose_with_search(t, n_slots)
         chains = self._task_chains(t)
         queries = self.spec.task_source == "kg_topology"
         prompts = (eog.topology_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain, m.topology_prompt)
@@ -609,6 +675,46 @@ class Trainer:
         missing = n_slots - len(slots)
         if missing > 0:  # seed fallback (section 3.2)
             slots += self._seed_slots(t, missing)
+        return tasks, slots
+
+    def _propose_with_search(self, t: int, n_slots: int) -> tuple[list[ChainTask], list[Slot]]:
+        """Dr. Free's "w/o KG" row (seed 002, Table 2; ``drfree_loop``): Dr. Zero-style, M searching
+        proposer rollouts per seed document (one entity's passage, drawn as SSP's), each candidate
+        gated with its own evidence (the document and the passages it retrieved) and hop label
+        (its searches); empty slots take seed questions."""
+        m, r = self.cfg.method, self.cfg.rollout
+        docs = self._task_chains(t)  # one entity and its first passage each, as SSP's answer entities
+        trajectories = rollout(self.policy, self.search, [d.titles[0] for d in docs], m.candidates_per_chain,
+                               max_turns=r.max_turns, topk=self.cfg.search.topk, temperature=r.temperature,
+                               top_p=r.top_p, max_new_tokens=m.proposer_max_new_tokens,
+                               max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 2),
+                               user_messages=drfree_loop.search_proposer_messages(docs))
+        found = sorted({p for tr in trajectories for p in tr.passage_ids})
+        passages = {int(p): (int(e), text) for p, e, text in self.con.execute(
+            "SELECT passage_id, entity_id, text FROM passages WHERE passage_id IN (SELECT unnest(?))",
+            [found]).fetchall()} if found else {}
+        tasks, slots = [], []
+        for c, doc in enumerate(docs):
+            mine = trajectories[c * m.candidates_per_chain:(c + 1) * m.candidates_per_chain]
+            evidence = [drfree_loop.evidence_view(doc, tr, passages, self.titles) for tr in mine]
+            # each candidate gated against its own evidence (its answer among the entities it found or
+            # the document's, none of them named), then the document's top k of those that passed
+            verdicts = [dataclasses.replace(gate(ev, [cand], self.verifier, m.gate_threshold, 1, m.gate_aggregation,
+                                                 allow_topic=m.gate_allow_topic, leak_filter=self.spec.leak_filter)[0],
+                                            index=i, admitted=False)
+                        for i, (ev, cand) in enumerate(zip(evidence, parse_candidates([tr.text for tr in mine])))]
+            for v in sorted((v for v in verdicts if v.passed), key=lambda v: (-v.q, v.index))[:m.admit_top_k]:
+                v.admitted = True
+            task = ChainTask(doc, [Candidate(mine[v.index], v, evidence=evidence[v.index],
+                                             hops=drfree_loop.searched_hops(mine[v.index])) for v in verdicts])
+            for cand in task.candidates:
+                if cand.verdict.admitted:
+                    cand.slot = Slot(cand.verdict.question, [cand.verdict.answer], cand.hops, "generated",
+                                     cand.evidence, cand)
+                    slots.append(cand.slot)
+            tasks.append(task)
+        if n_slots > len(slots):
+            slots += self._seed_slots(t, n_slots - len(slots))
         return tasks, slots
 
     def _seed_slots(self, t: int, k: int) -> list[Slot]:
@@ -650,7 +756,7 @@ class Trainer:
             outcomes = {c.verdict.index: R.GroupOutcome(c.slot.correct, tuple(r.score.reward for r in c.slot.rollouts))
                         for c in task.candidates if c.slot is not None}
             rewards = proposer_rewards(verdicts, outcomes, schedule, m.extraction_penalty, self.proposer_reward,
-                                       m.penalize_rejected, chain=task.chain, policy=self.policy,
+                                       m.penalize_rejected, chain=task.chain, policy=self.scorer,
                                        search=self.search, options=m)
             for cand, r_p in zip(task.candidates, rewards):
                 cand.reward = r_p
@@ -662,12 +768,13 @@ class Trainer:
         rollout; the solver's G rollouts then serve the solver's update alone."""
         m = self.cfg.method
         schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)
-        per_task = rollout_free_rewards([(task.chain, [c.verdict for c in task.candidates]) for task in tasks],
-                                        schedule, m.extraction_penalty, self.proposer_reward, m.penalize_rejected,
-                                        policy=self.policy, search=self.search, options=m)
-        for task, rewards in zip(tasks, per_task):
-            for cand, r_p in zip(task.candidates, rewards):
-                cand.reward = r_p
+        # one entry per candidate: a searching proposer's candidate (w/o KG) has evidence of its own
+        cands = [(c, c.evidence or task.chain) for task in tasks for c in task.candidates]
+        per_cand = rollout_free_rewards([(chain, [c.verdict]) for c, chain in cands], schedule, m.extraction_penalty,
+                                        self.proposer_reward, m.penalize_rejected, policy=self.scorer,
+                                        search=self.search, options=m)
+        for (cand, _), (r_p,) in zip(cands, per_cand):
+            cand.reward = r_p
 
     def _llm_paths(self, slots: list[Slot]) -> dict[int, list[int]]:
         """Eq. 8 by the LLM extractor (``method.path_extractor = llm``) for every correct rollout of
@@ -703,6 +810,13 @@ class Trainer:
                               * torch.tensor(roll.trajectory.loss_mask))
         scored = [(c.sequence, c.reward) for task in tasks for c in task.candidates
                   if c.reward is not None and c.sequence.response_ids and self.spec.update_proposer]
+        if scored and self.drfree.proposer_algorithm == "hrpo":  # seed 002's proposer (update.hrpo_advantages)
+            hops = [drfree_loop.candidate_hops(task.chain, c.hops) for task in tasks for c in task.candidates
+                    if c.reward is not None and c.sequence.response_ids and self.spec.update_proposer]
+            for (s, _), a in zip(scored, hrpo_advantages([r for _, r in scored], hops, m.adv_eps)):
+                rows.append(s)
+                advantages.append(torch.full((len(s.response_ids),), float(a)) * torch.tensor(s.loss_mask))
+            scored = []
         if scored:
             width = max(len(s.response_ids) for s, _ in scored)
             mask = torch.zeros(len(scored), width)
@@ -818,3 +932,18 @@ class Trainer:
         self.kl.update(sums["kl"], len(rows))
         return {**sums, "skipped": 0}
 
+
+
+class _BaseOnly:
+    """A LoRA policy seen without its adapters (``Policy.base_only``) for scoring: Dr. Free's fixed
+    anchor when there is no separate reference copy."""
+
+    def __init__(self, policy):
+        self._policy = policy
+
+    def __getattr__(self, name):
+        return getattr(self._policy, name)
+
+    def token_logprobs(self, *args, **kwargs):
+        with self._policy.base_only():
+            return self._policy.token_logprobs(*args, **kwargs)

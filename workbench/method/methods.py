@@ -27,8 +27,10 @@ class MethodSpec:
 
     task_source: 'kg_chains' (C1: questions from KG chains through the quality gate),
     'answer_entity' (SSP: the proposer sees one answer entity, no KG structure), 'seed_pool'
-    (Search-R1: the fixed human-written pool, no proposer) or 'kg_topology' (EoG, seed 004: queries of
-    its Table 6 executed on the KG, each with its complete answer set; ``method/eog.py``). solver_reward / proposer_reward name
+    (Search-R1: the fixed human-written pool, no proposer), 'kg_topology' (EoG, seed 004: queries of
+    its Table 6 executed on the KG, each with its complete answer set; ``method/eog.py``) or
+    'seed_document' (Dr. Free's "w/o KG" row, seed 002 Table 2: Dr. Zero-style, the proposer reads one
+    entity's passage and searches before it writes; ``method/drfree_loop.py``). solver_reward / proposer_reward name
     entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
     leak_filter: the gate's deterministic no-leakage check (Eq. 6's 1[no leak]); section 4.5 adds
     "the no leakage quality gate" with C1, so the SSP row runs without it.
@@ -47,6 +49,13 @@ class MethodSpec:
     update_proposer: bool = True  # ... False = "w/o Proposer update"
     kg_tool: bool = False
     topology_warmstart: bool = False  # EoG's rows start from the topology warm start (``method.eog_warmstart``)
+    # Dr. Free (seed 002; ``method/drfree_loop.py``): which G_0 chains are drawn ('all' | 'drfree': its
+    # chain construction), the proposer's advantage ('reinforce_pp', Eq. 12 | 'hrpo', hop-grouped) and
+    # the self-evolution iterations the rounds are split into; ``method.chain_selection``,
+    # ``method.proposer_algorithm`` and ``method.iterations`` override them
+    chain_selection: str = "all"
+    proposer_algorithm: str = "reinforce_pp"
+    iterations: int = 1
 
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in (
@@ -66,17 +75,21 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
                topology_warmstart=True),
     MethodSpec("eog_adversarial", "kg_topology", "eog_f1", "ssp_adversarial", False, "EoG adversarial reward",
                topology_warmstart=True),
-    # Dr. Free (seed 002) and its Table 2 rows: questions from KG chains through the same gate, the
-    # solver on the outcome reward (its GRPO/HRPO reward is answer EM), no write-back. Table 3's
-    # leave-one-shortcut-out rows are `--set method.proposer_reward=dr_free_wo_<type>` on `drfree`.
-    # Table 2's "w/o KG" row (Dr. Zero-style proposer-side search) has no row: the workbench's
-    # proposer does not search.
-    MethodSpec("drfree", "kg_chains", "exact_match", "dr_free", False, "Dr. Free"),
-    MethodSpec("drfree_difficulty", "kg_chains", "exact_match", "dr_zero", False, "Dr. Free: difficulty only"),
-    MethodSpec("drfree_ig_difficulty", "kg_chains", "exact_match", "dr_free_plus_dr_zero", False,
-               "Dr. Free: IG + difficulty"),
-    MethodSpec("drfree_no_proposer_training", "kg_chains", "exact_match", None, False,
-               "Dr. Free: w/o proposer training"),
+    # Dr. Free (seed 002) and its Table 2 rows: questions from the chains of its own construction
+    # (whitelist, unique grounding, retrieval check, hop ratio) through the same gate, the solver on the
+    # outcome reward (answer EM), the proposer by HRPO, three self-evolution iterations, no write-back.
+    # Table 3's leave-one-shortcut-out rows are `--set method.proposer_reward=dr_free_wo_<type>` on
+    # `drfree`. "w/o KG" restores Dr. Zero-style proposer search: a seed document, the proposer
+    # searching before it writes (task source 'seed_document'), the same information-gain reward over
+    # the passages it found.
+    *(MethodSpec(name, "kg_chains", "exact_match", reward, False, label, chain_selection="drfree",
+                 proposer_algorithm="hrpo", iterations=3)
+      for name, reward, label in (("drfree", "dr_free", "Dr. Free"),
+                                  ("drfree_difficulty", "dr_zero", "Dr. Free: difficulty only"),
+                                  ("drfree_ig_difficulty", "dr_free_plus_dr_zero", "Dr. Free: IG + difficulty"),
+                                  ("drfree_no_proposer_training", None, "Dr. Free: w/o proposer training"))),
+    MethodSpec("drfree_wo_kg", "seed_document", "exact_match", "dr_free", False, "Dr. Free: w/o KG",
+               proposer_algorithm="hrpo", iterations=3),
     # DynaSearcher (seed 003) trains on a fixed QA set, as Search-R1: the seed pool here. Its two
     # ablations (the paper's "w/o KG" and "w/o MR" rows): no KG tool; r_acc alone as the reward.
     MethodSpec("dynasearcher", "seed_pool", "dynasearcher", None, False, "DynaSearcher", kg_tool=True),

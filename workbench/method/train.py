@@ -41,7 +41,7 @@ from safetensors import SafetensorError
 from workbench import paths, store
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.kg import topology_qa
-from workbench.method import distributed
+from workbench.method import distributed, drfree_loop
 from workbench.method.eog_warmstart import topology_demos
 from workbench.method.loop import Laps, Trainer
 from workbench.method.methods import method_spec, uses_kg_tool
@@ -168,6 +168,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             with damaged_checkpoint(found):
                 trainer.load_state_dict({**state, "optimizer": distributed.load_optimizer(found, policy.device)})
+        _restore_anchor(trainer, folder, state["completed"])
         if dist is not None:
             distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
@@ -393,11 +394,36 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
                            tool_settings(cfg.method) if trainer.kg is not None else None)
                 lap("best")
             state["completed"] = t + 1
+            if len(trainer.iteration_ends) > 1 and state["completed"] in trainer.iteration_ends:
+                _end_iteration(trainer, folder, trainer.iteration_ends.index(state["completed"]) + 1)
+                lap("iteration")
             save_checkpoint(folder, trainer, state)
             lap("checkpoint")
             _write_progress(trainer, folder, state, "running")
             bar.set_postfix(round_postfix(metrics, state["best_val"]), refresh=False)
             bar.update(1)  # one redraw a round: one line in papermill's log
+
+
+def _end_iteration(trainer: Trainer, folder: Path, k: int) -> None:
+    """Iteration ``k`` ended (seed 002, Table 9; ``drfree_loop``): the run's best so far is kept as
+    ``iterations/iter-K`` (before the round's checkpoint, so a resume never misses it) and, with
+    ``method.drfree_anchor=updated``, scores Dr. Free's likelihoods from the next round on."""
+    kept = drfree_loop.save_iteration(folder, k)
+    if k < len(trainer.iteration_ends) and trainer.uses_anchor:
+        trainer.set_anchor(kept)
+
+
+def _restore_anchor(trainer: Trainer, folder: Path, completed: int) -> None:
+    """A resumed run's ``updated`` anchor: the last iteration it finished (none in iteration 1)."""
+    if not trainer.uses_anchor or len(trainer.iteration_ends) < 2:
+        return
+    path = drfree_loop.anchor_for(folder, completed, trainer.iteration_ends)
+    if path is None:
+        return
+    if not path.exists():
+        raise ValueError(f"--resume: {path} (the Dr. Free anchor after {completed} rounds) is missing; resume with "
+                         f"the run's first --steps (its iterations end at rounds {trainer.iteration_ends})")
+    trainer.set_anchor(path)
 
 
 def _write_progress(trainer: Trainer, folder: Path, state: dict, status: str) -> None:
