@@ -464,13 +464,13 @@ class Trainer:
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
-        # DynaSearcher's KG tool (seed 003), only for a method that enables it: ``kg``, else the
-        # store's, or search.url's server's when the document search goes there
         # EoG's graph tools (seed 004), instead of document search, for a method that enables them
         graph_tools = uses_graph_tools(spec, m.graph_tools)
         if graph_tools and uses_kg_tool(spec, m.kg_tool):
             raise ValueError(f"--method {spec.name}: the solver gets EoG's graph tools (method.graph_tools) or "
                              "DynaSearcher's KG tool (method.kg_tool), not both; set one of them to off")
+        # DynaSearcher's KG tool (seed 003), only for a method that enables it: ``kg``, else the
+        # store's, or search.url's server's when the document search goes there
         self.kg = (kg or make_kg_tool(con, m, policy, cfg.search.url)) if uses_kg_tool(spec, m.kg_tool) else None
         self.graph = make_graph_tools(con, m) if graph_tools else None
         if reference is None and not policy.is_lora:
