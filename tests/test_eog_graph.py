@@ -304,15 +304,16 @@ def test_eog_rows_explore_with_the_graph_tools_and_log_their_calls(tmp_path):
     ensure_world(c, preset("smoke"))
     base = warmstart(c, "smoke", log=None)  # the default smoke warm start: plumbing, not learning
     c.close()
-    (row,) = train(str(db), run="eog", method="eog", preset="smoke", steps=1, model=base, progress=False, log=None)
+    run = "eog-graph-tools"  # a name no other test's run takes (runs/ is shared by the session's tests)
+    (row,) = train(str(db), run=run, method="eog", preset="smoke", steps=1, model=base, progress=False, log=None)
     assert {"searches_doc", "searches_kg", "topology_tasks"} <= set(row) and row["searches_doc"] == 0.0
-    info = json.loads((run_dir("eog") / "best" / "workbench.json").read_text())
+    info = json.loads((run_dir(run) / "best" / "workbench.json").read_text())
     assert info["graph_tools"] == {"max_neighbors": 20, "min_similarity": 0.75}
     c = store.connect(db)
-    assert isinstance(model_graph_tools(run_dir("eog") / "best", c), GraphTools)
-    eval_id = evaluate(c, run_dir("eog") / "best", "tinyworld_topology", limit=1, log=None)
+    assert isinstance(model_graph_tools(run_dir(run) / "best", c), GraphTools)
+    eval_id = evaluate(c, run_dir(run) / "best", "tinyworld_topology", limit=1, log=None)
     assert c.execute("SELECT count(*) FROM eval_outcomes WHERE eval_id = ?", [eval_id]).fetchone()[0] == 6
     c.close()
-    (plain,) = train(str(db), run="off", method="eog", preset="smoke", steps=1, model=base, progress=False, log=None,
-                     overrides={"method.graph_tools": "off"})
+    (plain,) = train(str(db), run="eog-graph-tools-off", method="eog", preset="smoke", steps=1, model=base,
+                     progress=False, log=None, overrides={"method.graph_tools": "off"})
     assert "searches_kg" not in plain  # without the tools, EoG's round is the document-search one

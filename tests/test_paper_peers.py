@@ -56,7 +56,8 @@ def test_dynasearcher_deltas_recompute_and_the_named_baselines_match_the_highlig
     named = rows[rows.baseline.notna()]
     assert named[["baseline", "baseline_value"]].values.tolist() == [["GPT-4.1", 60.6]]
     highlight = t[t.group == "highlight"].iloc[0]
-    assert (highlight.baseline, highlight.delta) == ("Search-R1-v0.3", 4.0) and highlight[["baseline_value", "dynasearcher"]].isna().all()
+    assert (highlight.baseline, highlight.delta) == ("Search-R1-v0.3", 4.0)
+    assert highlight[["baseline_value", "dynasearcher"]].isna().all()
 
 
 def test_every_row_names_its_source():

@@ -265,7 +265,8 @@ def _one_of(*names):
 GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
 # Defaults changed after runs were made with the old ones: "section.field" -> (old default, date of
 # the change). Resuming such a run takes the old value again (``train._same_settings`` names the --set).
-CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02"), "method.topology_prompt": ("witness", "2026-12-04")}
+CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02"),
+                    "method.topology_prompt": ("witness", "2026-12-04")}
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 VERIFIER_VOCABULARIES = ("exact", "forms", "forms_types")  # gate.StructuralVerifier's word matching
 POOL_SAMPLING = ("evidence", "uniform")

@@ -1213,7 +1213,8 @@ def eog_table3_paper() -> pd.DataFrame:
     t = paper.eog_table3()
     wide = t.pivot(index="variant", columns="benchmark", values=["hit1", "f1"])
     order = list(dict.fromkeys(t.variant))
-    columns = {f"{b} {name}": wide[(m, b)] for b in dict.fromkeys(t.benchmark) for m, name in (("hit1", "Hit@1"), ("f1", "F1"))}
+    columns = {f"{b} {name}": wide[(m, b)] for b in dict.fromkeys(t.benchmark)
+               for m, name in (("hit1", "Hit@1"), ("f1", "F1"))}
     return pd.DataFrame(columns).reindex(order).rename_axis("variant").reset_index()
 
 
@@ -1254,7 +1255,8 @@ def eog_table3(ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], g
         (['topology warm start (untrained)', 'w/o Solver update'], 11.72)
     """
     tables = {"paper": eog_table3_paper()}
-    titles = {"paper": "the paper (seed 004, Table 3): Hit@1 / F1 %, Qwen-2.5-7B-Instruct on Freebase; no full-EoG row in the text"}
+    titles = {"paper": "the paper (seed 004, Table 3): Hit@1 / F1 %, Qwen-2.5-7B-Instruct on Freebase; "
+                       "no full-EoG row in the text"}
     if ref is not None:
         base = {"base_topology": (ref.provenance.get("base_topology_test_macro_em"),
                                   ref.provenance.get("base_topology_test_macro_set_f1"))}

@@ -189,7 +189,8 @@ class TopologyDemos:
 
         graph = cfg.method.graph_tools != "off" if graph is None else graph
         return cls(prompt=cfg.method.topology_prompt, max_answers=cfg.method.topology_max_answers,
-                   graph=tool_settings(cfg.method) if graph else None, solver_share=GRAPH_SOLVER_SHARE if graph else 0.0)
+                   graph=tool_settings(cfg.method) if graph else None,
+                   solver_share=GRAPH_SOLVER_SHARE if graph else 0.0)
 
     @property
     def settings(self) -> dict:

@@ -154,7 +154,8 @@ def _kg_solver_demo(search, kg, question: str, family: str, titles: Sequence[str
     return demo
 
 
-DEMO_MAX_LISTED = 5  # ours: entities a graph-tool demonstration passes on per call or answers (a turn's 64 tokens)
+# ours: entities a graph-tool demonstration passes on per call or answers (10 names: ~40 tokens of a turn's 64)
+DEMO_MAX_LISTED = 10
 
 
 def names_relation(question: str, relation: str) -> bool:
