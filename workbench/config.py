@@ -163,7 +163,13 @@ class MethodConfig:
     extractor_max_new_tokens: int = 128  # ours: the LLM path extractor's reply budget
     topology_patterns: str = "1p,2p,3p,2i,ip,pi"  # EoG (seed 004, Table 6): the patterns a kg_topology task is drawn from, uniformly (ours)
     topology_max_answers: int = 20  # EoG: largest complete answer set of a task; ours (= kg.topology.MAX_ANSWERS)
-    topology_prompt: str = "witness"  # ours: EoG's proposer prompt, witness (the query's witness path in the chain prompt's format; the warm start was taught that) | query (the query's skeleton)
+    # EoG's proposer prompt: query (seed 004's skeleton: pattern, anchors, relations, answer set; the
+    # default since 2026-12-04, CHANGED_DEFAULTS) | witness (ours: one grounding as a chain, the chain prompt's format)
+    topology_prompt: str = "query"
+    # EoG's solver tools (search/graph_tools.py): <relations> and <neighbors> over the KG, answers as a
+    # ';'-separated set; "on" | "off"; "" = the method's (methods.py: the EoG rows)
+    graph_tools: str = ""
+    graph_max_neighbors: int = 20  # ours: entities one <neighbors> line lists (= topology_max_answers)
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
     drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
@@ -301,7 +307,8 @@ def _one_of(*names):
 GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
 # Defaults changed after runs were made with the old ones: "section.field" -> (old default, date of
 # the change). Resuming such a run takes the old value again (``train._same_settings`` names the --set).
-CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02")}
+CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02"),
+                    "method.topology_prompt": ("witness", "2026-12-04")}
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 VERIFIER_VOCABULARIES = ("exact", "forms", "forms_types")  # gate.StructuralVerifier's word matching
 POOL_SAMPLING = ("evidence", "uniform")
@@ -383,6 +390,8 @@ RULES: dict[str, tuple] = {
     "pool.hop_ratio": (lambda v, s: _hop_ratio_ok(v, s), "'' or one positive weight per hop count from pool.min_hops "
                        "to pool.max_hops, joined by ':' (e.g. '1:1:1' for 2-4 hops)"),
     "method.kg_tool": (_one_of(*KG_TOOL), f"one of {list(KG_TOOL)} ('' = the method's)"),
+    "method.graph_tools": (_one_of(*KG_TOOL), f"one of {list(KG_TOOL)} ('' = the method's)"),
+    "method.graph_max_neighbors": (_at_least(1), "an integer >= 1"),
     "method.kg_filter": (_one_of(*KG_FILTERS), f"one of {list(KG_FILTERS)}"),
     "method.kg_max_triples": (_at_least(1), "an integer >= 1"),
     "method.kg_min_similarity": (_within(0, 1), "a similarity in [0, 1]"),

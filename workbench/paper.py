@@ -90,6 +90,45 @@ def figure4() -> pd.DataFrame:
     return _read("figure4_diagnostics.csv")
 
 
+EOG_BENCHMARKS = ("WebQSP", "CWQ", "GrailQA", "GTSQA", "WikiWebQuestions")  # seed 004, Table 2's columns
+
+
+def eog_table2() -> pd.DataFrame:
+    """Seed 004 (EoG), Table 2, as its text holds it: the full-supervised KG-R1 rows only (the
+    annotation-free rows, EoG's among them, are not in the seed text), per training set and evaluated
+    benchmark (a "–" cell has no row) and ``Avg.``: hit1, f1 (%), provenance.
+
+    Example:
+        >>> eog_table2().query("train_set == 'CWQ' and benchmark == 'Avg.'")[["hit1", "f1"]].values.tolist()
+        [[68.85, 62.67]]
+    """
+    return _read("eog_table2_main_results.csv")
+
+
+def eog_table3() -> pd.DataFrame:
+    """Seed 004 (EoG), Table 3, the ablation on Freebase with Qwen-2.5-7B-Instruct: variant, the
+    workbench row that stands for it (``workbench_row``: a ``--method`` or ``base_topology``, the
+    untrained start), benchmark, hit1, f1 (%), provenance. The full EoG row is not in the seed text.
+
+    Example:
+        >>> eog_table3().query("variant == 'Adversarial reward' and benchmark == 'CWQ'").hit1.item()
+        42.59
+    """
+    return _read("eog_table3_ablation.csv")
+
+
+def dynasearcher_results() -> pd.DataFrame:
+    """Seed 003 (DynaSearcher)'s reported numbers, from its summary: the "Key Results" rows
+    (``group`` main or ablation: benchmark, metric, baseline value, DynaSearcher's, delta; a baseline
+    named only where the summary names it) and its highlights (``group`` highlight).
+
+    Example:
+        >>> dynasearcher_results().query("group == 'ablation'").baseline_value.tolist()
+        [61.8, 63.5]
+    """
+    return _read("dynasearcher_key_results.csv")
+
+
 def round1(x: float | Decimal) -> float:
     """Round half up to one decimal, as the paper's tables print (not Python's banker's rounding).
 

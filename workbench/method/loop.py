@@ -43,7 +43,7 @@ from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, answer_position, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
-from workbench.method.methods import MethodSpec, uses_kg_tool
+from workbench.method.methods import MethodSpec, uses_graph_tools, uses_kg_tool
 from workbench.method.multireward import gold_entities
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
@@ -52,7 +52,7 @@ from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages
                                      probability_scale, reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
-from workbench.scoring import exact_match
+from workbench.scoring import answer_list, exact_match
 
 log = logging.getLogger(__name__)  # round stages at INFO, update micro-batches at DEBUG (commands.log_to_stderr)
 
@@ -277,13 +277,15 @@ def tool_use_metrics(rollouts: list[Rollout], kg_tool: bool) -> dict:
 
 def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str], graph: EvidenceGraph,
                      reward_fn=R.SOLVER_REWARDS["coevokg"], beta: float = R.BETA_PATH, slot: Slot | None = None,
-                     path: list[int] | None = None, config=None) -> TrajectoryScore:
+                     path: list[int] | None = None, config=None, answer_sets: bool = False) -> TrajectoryScore:
     """Score one trajectory as the loop does: exact match, the extracted path (Eq. 8) over the
     entities in ``titles`` (the retrieved ones plus the candidate answer entities), its support
     against G_t (Eq. 9), and the solver reward (Eq. 7, or the method's ``reward_fn``, a
     ``rewards.SOLVER_REWARDS`` entry; one with ``terms``, as DynaSearcher's, keeps them in the
     score). ``path`` given (the LLM extractor's, ``llm_judges``) replaces the deterministic
     extraction; ``config`` is the run's MethodConfig (rewards with parameters of their own read it).
+    ``answer_sets``: the solver answers a ``;``-separated set (EoG's graph tools); R_ans then scores
+    its first answer (Hit@1 against the golds), the reward reads the whole set.
 
     Example:
         >>> from workbench.method.path_support import PathSupportParams
@@ -292,7 +294,7 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
         >>> score_trajectory(t, ["Rome"], {1: "Ann", 2: "Rome"}, g)
         TrajectoryScore(r_ans=1.0, path=[1, 2], s_path=1.0, passed=True, reward=1.2)
     """
-    r_ans = exact_match(traj.answer or "", golds)
+    r_ans = exact_match((answer_list(traj.answer) or [""])[0] if answer_sets else traj.answer or "", golds)
     path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer) if path is None else path
     verdict = graph.path_support(path) if len(path) >= 2 else None
     s_path = verdict.s_path if verdict else 0.0
@@ -409,6 +411,25 @@ def make_kg_tool(con, method_cfg, policy=None, url: str = ""):
     return KGSearch(con, judge=judge, **settings)
 
 
+def make_graph_tools(con, method_cfg):
+    """EoG's graph tools (``search.graph_tools.GraphTools``) over the store ``con``, with the settings of
+    ``method_cfg`` (``method.graph_max_neighbors``, ``method.kg_min_similarity``); refused without a
+    store (a rank other than 0).
+
+    Example:
+        >>> from workbench import store
+        >>> from workbench.config import MethodConfig
+        >>> make_graph_tools(store.connect(":memory:"), MethodConfig()).max_neighbors
+        20
+    """
+    from workbench.search.graph_tools import GraphTools, tool_settings
+
+    if con is None:
+        raise ValueError("method.graph_tools: the graph tools read the store, which only rank 0 holds; "
+                         "train EoG's rows in one process (no --gpus)")
+    return GraphTools(con, **tool_settings(method_cfg))
+
+
 class Laps:
     """The round's stage timer: each call records the seconds since the previous one as
     ``timings["time_<stage>"]`` (the per-round ``time_*`` metrics) and logs it at INFO, so a round
@@ -449,9 +470,15 @@ class Trainer:
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
+        # EoG's graph tools (seed 004), instead of document search, for a method that enables them
+        graph_tools = uses_graph_tools(spec, m.graph_tools)
+        if graph_tools and uses_kg_tool(spec, m.kg_tool):
+            raise ValueError(f"--method {spec.name}: the solver gets EoG's graph tools (method.graph_tools) or "
+                             "DynaSearcher's KG tool (method.kg_tool), not both; set one of them to off")
         # DynaSearcher's KG tool (seed 003), only for a method that enables it: ``kg``, else the
         # store's, or search.url's server's when the document search goes there
         self.kg = (kg or make_kg_tool(con, m, policy, cfg.search.url)) if uses_kg_tool(spec, m.kg_tool) else None
+        self.graph = make_graph_tools(con, m) if graph_tools else None
         if reference is None and not policy.is_lora:
             raise ValueError("Trainer: a full fine-tune (method.lora_rank = 0) needs a reference policy")
         self.optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=m.lr,
@@ -577,7 +604,7 @@ class Trainer:
         self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
         lap("sync")
         return RoundResult(t, tasks, slots, update, lap.timings, distributed.hit_rate(self),
-                           kg_tool=self.kg is not None,
+                           kg_tool=self.kg is not None or self.graph is not None,
                            entities=chain_entities(self.con, slots) if self.con is not None else None,
                            extra=self._extra_metrics(t, tasks))
 
@@ -731,7 +758,8 @@ class Trainer:
         trajectories = rollout(
             self.policy, self.search, [s.question for s in slots], m.group_size, max_turns=r.max_turns,
             topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
-            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4) if seed is None else seed, kg=self.kg)
+            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4) if seed is None else seed, kg=self.kg,
+            graph=self.graph)
         for traj in trajectories:
             slots[traj.question_index].rollouts.append(Rollout(traj, None))
 
@@ -747,7 +775,8 @@ class Trainer:
             for roll in slot.rollouts:
                 roll.score = score_trajectory(roll.trajectory, slot.answers,
                                               answer_candidates(roll.trajectory, on_chain, self.titles),
-                                              graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)), m)
+                                              graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)), m,
+                                              answer_sets=self.graph is not None)
         if not self.proposer_reward or self.rollout_free:
             return
         schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)

@@ -36,6 +36,9 @@ class MethodSpec:
     "the no leakage quality gate" with C1, so the SSP row runs without it.
     kg_tool: the solver is offered DynaSearcher's ``<kg_search>`` tool (seed 003) beside document
     search; ``method.kg_tool`` overrides it.
+    graph_tools: the solver explores the KG with EoG's graph tools (seed 004; ``<relations>``,
+    ``<neighbors>``, ``search/graph_tools.py``) instead of document search, and answers a set;
+    ``method.graph_tools`` overrides it.
     """
 
     name: str
@@ -56,6 +59,7 @@ class MethodSpec:
     chain_selection: str = "all"
     proposer_algorithm: str = "reinforce_pp"
     iterations: int = 1
+    graph_tools: bool = False
 
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in (
@@ -64,17 +68,19 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
     MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
     MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),
-    # EoG (seed 004) and its Table 3 ablations: executed queries, set-F1 solver, variance proposer
-    # (every EoG row from the topology warm start, so an ablation differs from EoG only in what it ablates)
-    MethodSpec("eog", "kg_topology", "eog_f1", "eog_variance", False, "EoG", topology_warmstart=True),
+    # EoG (seed 004) and its Table 3 ablations: executed queries, a solver exploring the KG with graph
+    # tools and answering sets (set-F1 reward), variance proposer (every EoG row from the topology warm
+    # start, with the graph tools, so an ablation differs from EoG only in what it ablates)
+    MethodSpec("eog", "kg_topology", "eog_f1", "eog_variance", False, "EoG", topology_warmstart=True,
+               graph_tools=True),
     MethodSpec("eog_wo_solver_update", "kg_topology", "eog_f1", "eog_variance", False, "EoG w/o Solver update",
-               update_solver=False, topology_warmstart=True),
+               update_solver=False, topology_warmstart=True, graph_tools=True),
     MethodSpec("eog_wo_proposer_update", "kg_topology", "eog_f1", "eog_variance", False,
-               "EoG w/o Proposer update", update_proposer=False, topology_warmstart=True),
+               "EoG w/o Proposer update", update_proposer=False, topology_warmstart=True, graph_tools=True),
     MethodSpec("eog_random_walk", "kg_chains", "eog_f1", "eog_variance", False, "EoG w/o query exec. (Random Walk)",
-               topology_warmstart=True),
+               topology_warmstart=True, graph_tools=True),
     MethodSpec("eog_adversarial", "kg_topology", "eog_f1", "ssp_adversarial", False, "EoG adversarial reward",
-               topology_warmstart=True),
+               topology_warmstart=True, graph_tools=True),
     # Dr. Free (seed 002) and its Table 2 rows: questions from the chains of its own construction
     # (whitelist, unique grounding, retrieval check, hop ratio) through the same gate, the solver on the
     # outcome reward (answer EM), the proposer by HRPO, three self-evolution iterations, no write-back.
@@ -109,6 +115,19 @@ def uses_kg_tool(spec: MethodSpec, kg_tool: str = "") -> bool:
     if kg_tool not in ("", "on", "off"):
         raise ValueError(f"method.kg_tool: expected '', 'on' or 'off', got {kg_tool!r}")
     return spec.kg_tool if not kg_tool else kg_tool == "on"
+
+
+def uses_graph_tools(spec: MethodSpec, graph_tools: str = "") -> bool:
+    """Whether the solver explores with EoG's graph tools: ``method.graph_tools`` ("on" | "off") when
+    set, else the method's.
+
+    Example:
+        >>> uses_graph_tools(METHODS["eog"]), uses_graph_tools(METHODS["eog"], "off"), uses_graph_tools(METHODS["coevokg"])
+        (True, False, False)
+    """
+    if graph_tools not in ("", "on", "off"):
+        raise ValueError(f"method.graph_tools: expected '', 'on' or 'off', got {graph_tools!r}")
+    return spec.graph_tools if not graph_tools else graph_tools == "on"
 
 
 def method_name(name: str) -> str:

@@ -115,7 +115,7 @@ def validation_em(trainer: Trainer, limit: int) -> float:
     cfg = trainer.cfg
     questions = load_questions(trainer.con, cfg.method.val_dataset, "val", limit)
     scored = score_questions(trainer.policy, trainer.search, questions, cfg.rollout, cfg.search.topk,
-                             kg=trainer.kg)
+                             kg=trainer.kg, graph=trainer.graph)
     return float(scored["em"].mean())
 
 
@@ -391,7 +391,8 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
-                           tool_settings(cfg.method) if trainer.kg is not None else None)
+                           tool_settings(cfg.method) if trainer.kg is not None else None,
+                           trainer.graph.settings if trainer.graph is not None else None)
                 lap("best")
             state["completed"] = t + 1
             if len(trainer.iteration_ends) > 1 and state["completed"] in trainer.iteration_ends:
@@ -492,10 +493,10 @@ def kg_warmstart(spec, cfg: Config) -> dict | None:
 
 
 def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em: float,
-               kg_tool: dict | None = None) -> None:
+               kg_tool: dict | None = None, graph_tools: dict | None = None) -> None:
     """The best-validation policy, with a ``workbench.json`` holding its Table 1 labels (the base's
     backbone, this method) and where it came from, so ``workbench eval`` names its row without flags
-    (and, for a solver offered the KG tool, the tool's settings: eval offers it too).
+    (and, for a solver offered the KG tool or EoG's graph tools, their settings: eval offers them too).
     Written beside the old one, then swapped in."""
     from workbench.policy.model import model_labels
 
@@ -504,7 +505,8 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
         policy.save(tmp)
         (tmp / "workbench.json").write_text(json.dumps(
             {"backbone": model_labels(base)["backbone"], "method": method, "run": run, "round": t, "val_em": val_em,
-             "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {})}, indent=2))
+             "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {}),
+             **({"graph_tools": graph_tools} if graph_tools else {})}, indent=2))
     best, old = folder / "best", folder / ".best-old"
     if old.exists():
         shutil.rmtree(old)
