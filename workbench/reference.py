@@ -298,6 +298,27 @@ def _split_run(run: str) -> tuple[str, int]:
     return method, int(seed)
 
 
+def load_table1(name: str | Path | None = None, preset: str = "tiny") -> Reference | None:
+    """A Table 1 reference file (with a suite section): ``name`` (a file in data/reference/ or a
+    path), else the shipped ``<preset>_table1_*`` file with the most rounds, else None (none shipped).
+
+    Example:
+        >>> ref = load_table1()
+        >>> ref is None or ref.suite is not None
+        True
+    """
+    if name is None:
+        files = table1_files(preset)
+        if not files:
+            return None
+        name = files[-1].name
+    ref = load(name)
+    if not ref.suite:
+        shipped = [p.name for p in table1_files(preset)] or "none yet"
+        raise ValueError(f"{name}: not a Table 1 reference file (no suite section; shipped ones: {shipped})")
+    return ref
+
+
 def load(name: str | Path = DEFAULT) -> Reference:
     """Read the reference file ``name``: a bare file name is one under ``reference_dir()``; a path
     with a folder is one that ``scripts/reference_file.py`` wrote elsewhere (its file name begins

@@ -218,8 +218,7 @@ def model_labels_for(model_path, preset: str, backbone: str | None, method: str 
 
 
 def reference_for(name: str | None, preset: str):
-    """The Table 1 reference file to print beside: ``name`` (a file in data/reference/ or a path),
-    else the shipped ``<preset>_table1_*`` file with the most rounds, else None; 'none': None.
+    """The Table 1 reference file to print beside (``reference.load_table1``); 'none': None.
 
     Example:
         >>> reference_for("none", "tiny") is None
@@ -227,18 +226,7 @@ def reference_for(name: str | None, preset: str):
     """
     from workbench import reference
 
-    if name == "none":
-        return None
-    if name is None:
-        files = reference.table1_files(preset)
-        if not files:
-            return None
-        name = files[-1].name
-    ref = reference.load(name)
-    if not ref.suite:
-        raise ValueError(f"--reference {name}: not a Table 1 reference file (no suite section; "
-                         f"shipped ones: {[p.name for p in reference.table1_files(preset)] or 'none yet'})")
-    return ref
+    return None if name == "none" else reference.load_table1(name, preset)
 
 
 def format_reference(ref) -> str:
