@@ -29,6 +29,8 @@
 #   e.g. MODEL=data/models/Qwen2.5-3B-Instruct STORE=data/kilt.duckdb DATASET=nq GPUS="0 1 2" \
 #        scripts/rl_compare.sh paper 314 500 172800 "c:coevokg:" "s:search_r1:" "p:ssp:"
 # (each run gets its own copy of STORE: one writer per DuckDB file).
+# EVAL_BATCH (default: eval's 64) is the questions per generation batch of every evaluation, the base's
+# and the runs' alike (a larger batch means fewer sequential generation calls on a GPU).
 # ENGINE (hf | vllm | auto) is every run's and evaluation's generation backend; default hf at the
 # smoke and tiny presets (a 5M model gains nothing from vLLM, and several runs sharing a GPU would
 # each reserve vLLM's memory share: LOG.md, session 6), else the preset's rollout.backend.
@@ -87,11 +89,13 @@ ds=${DATASET:-tinyworld}
 target() { if [ "$ds" = table1 ]; then tgt=(--suite table1 --json "$L/suite_$1.json"); else tgt=(--dataset "$ds"); fi; }
 case $preset in smoke|tiny) engine=${ENGINE:-hf} ;; *) engine=${ENGINE:-} ;; esac
 eng_train=() eng_eval=(); if [ -n "$engine" ]; then eng_train=(--set "rollout.backend=$engine"); eng_eval=(--backend "$engine"); fi
+if [ -n "${EVAL_BATCH:-}" ]; then eng_eval+=(--batch-size "$EVAL_BATCH"); fi  # questions per generation batch (eval's default 64)
 db="$S/data/_base.duckdb" L="$S/logs"
 from=(--model "$base")  # train's base; a tiny backbone's runs make (or reuse) their preset's warm start as before
 if [ -z "$base" ]; then from=(); base="$S/base"; fi
 # What a RESUME call must share with the first call (STEPS, TRAIN_TIMEOUT, GPUS and OUT may change)
-call=$(printf 'preset=%s\nlimit=%s\ndataset=%s\nengine=%s\nbase=%s\n' "$preset" "$limit" "$ds" "$engine" "$base"; printf 'spec=%s\n' "$@")
+call=$(printf 'preset=%s\nlimit=%s\ndataset=%s\nengine=%s\nbase=%s\n' "$preset" "$limit" "$ds" "$engine" "$base"
+       if [ -n "${EVAL_BATCH:-}" ]; then printf 'eval_batch=%s\n' "$EVAL_BATCH"; fi; printf 'spec=%s\n' "$@")
 resume=()
 if [ -n "${RESUME:-}" ]; then
   if [ "$call" != "$(cat "$L/call.txt")" ]; then

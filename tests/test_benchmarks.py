@@ -236,3 +236,17 @@ def test_every_benchmark_has_a_card():
     for name in SUITE:
         text = (cards / f"{name}.md").read_text()
         assert text.startswith(f"# {name}") and "What it measures" in text and "warm start" in text
+
+
+def test_cli_exports_the_suite_in_one_searchr1_file_building_it_first(tmp_path, capsys):
+    from workbench.cli import main
+
+    db = str(tmp_path / "s.duckdb")
+    assert main(["world", "--preset", "smoke", "--db", db]) == 0
+    out = tmp_path / "test.parquet"
+    assert main(["export-qa", str(out), "--suite", "table1", "--db", db, "--preset", "smoke"]) == 0
+    rows = pq.read_table(out).to_pylist()
+    assert collections.Counter(r["data_source"] for r in rows) == {name: size_of(name, 40) for name in SUITE}
+    assert all(r["prompt"][0]["content"].endswith(r["question"] + "\n") for r in rows)
+    assert main(["export-qa", str(tmp_path / "v.parquet"), "--dataset", "tw-nq", "--split", "val", "--db", db]) == 2
+    assert "test split only" in capsys.readouterr().err

@@ -387,7 +387,7 @@ def _cell(column: str, v, decimals: int = 1) -> str:
         return ""
     if isinstance(v, (bool, np.bool_)):
         return "✓" if v else "–"
-    if column == "p":
+    if column == "p" or column.startswith("p vs"):
         return f"{v:.4g}"
     if column in ("delta", "gain (Avg.)"):
         return f"{v:+.{decimals}f}"

@@ -143,3 +143,33 @@ def overlap(items: list[Item], held: Held) -> dict:
     return {"questions": len(items),
             "with_training_fact": float(np.mean([held.uses(i.facts) > 0 for i in items])) if items else 0.0,
             "training_facts": float(np.mean([f in held.facts for f in facts])) if facts else 0.0}
+
+
+def export_suite_parquet(con, path, names=SUITE) -> int:
+    """All of the suite's test questions in one Search-R1 parquet file (as Search-R1's own
+    ``test.parquet`` mixes its benchmarks: ``data_source`` names each row's), each benchmark's rows as
+    ``qa_sets.export_searchr1_parquet`` writes them; returns the row count.
+
+    Example:
+        >>> import os, tempfile
+        >>> from workbench.kg.tinyworld import build_world
+        >>> con = store.connect(":memory:"); _ = build_world(con, preset="smoke"); _ = ensure_suite(con, n=4)
+        >>> export_suite_parquet(con, os.path.join(tempfile.mkdtemp(), "test.parquet"))
+        21
+    """
+    import tempfile
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from workbench.kg.qa_sets import export_searchr1_parquet
+
+    with tempfile.TemporaryDirectory() as tmp:
+        parts = []
+        for name in names:
+            export_searchr1_parquet(con, Path(tmp) / f"{name}.parquet", SPLIT, dataset=name)
+            parts.append(pq.read_table(Path(tmp) / f"{name}.parquet"))
+    table = pa.concat_tables(parts, promote_options="default")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return table.num_rows
