@@ -196,3 +196,29 @@ def test_figures_show_the_stores_suite_evaluations_apart(tmp_path):
     assert figures.table1_run(con).empty  # the suite's benchmarks are not split into families elsewhere
     scores = figures.eval_scores(con)
     assert set(scores.benchmark) == set(SUITE) and isinstance(scores, pd.DataFrame)
+
+
+@pytest.mark.slow
+def test_the_reference_recipe_end_to_end_at_smoke_size(tmp_path):
+    """rl_compare.sh with DATASET=table1 (two methods x two seeds, one round, the first question of each
+    family), then scripts/reference_file.py, then the file read back: the lead's GPU recipe, small."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "GPUS", "CUDA_VISIBLE_DEVICES", "RESUME")}
+    env.update(SCRATCH=str(tmp_path / "s"), OUT=str(tmp_path / "out"), PY=sys.executable, DATASET="table1",
+               EVAL_BATCH="16", OMP_NUM_THREADS="1")
+    specs = [f"{m}_s{s}:{m}:method.seed={s}" for s in (0, 1) for m in ("coevokg", "search_r1")]
+    done = subprocess.run(["bash", "scripts/rl_compare.sh", "smoke", "1", "1", "900", *specs], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.glob("suite_*.json")) == sorted(
+        ["suite_base.json", *[f"suite_{s.split(':')[0]}.json" for s in specs]])
+    ref_file = tmp_path / "smoke_table1_1rounds.json"
+    made = subprocess.run([sys.executable, "scripts/reference_file.py", str(ref_file), str(out), "--rename",
+                           "coevokg_s=coevokg", "search_r1_s=search_r1", "--provenance", "commit=abc1234"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    table = reference.load(str(ref_file)).table1().set_index("method")
+    assert list(table.index) == ["Base", "Search-R1", "CoEvoKG"] and table.loc["CoEvoKG", "seeds"] == 2
+    assert "eval_batch=16" in (tmp_path / "s" / "logs" / "call.txt").read_text()
