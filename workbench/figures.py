@@ -431,8 +431,13 @@ def table1_run(con) -> pd.DataFrame:
     prefixes = {b.partition(":")[0] + ":" for b in scores.benchmark}
     if len(prefixes) == 1 and scores.benchmark.str.contains(":").all():  # tinyworld:bridge -> bridge
         scores = scores.assign(benchmark=scores.benchmark.str.removeprefix(prefixes.pop()))
-    wide = scores.pivot(index="model", columns="benchmark", values="accuracy")
-    wide["Avg."] = wide.mean(axis=1)  # the macro average, as the paper's Avg.
+    return _with_avg_and_gain(scores.pivot(index="model", columns="benchmark", values="accuracy"))
+
+
+def _with_avg_and_gain(wide: pd.DataFrame) -> pd.DataFrame:
+    """A model x benchmark table with ``Avg.`` (the macro average, as the paper's) and ``gain (Avg.)``
+    over the same backbone's ``base`` row, indexed by backbone and method, rounded as the paper prints."""
+    wide["Avg."] = wide.mean(axis=1)
     wide.index = pd.MultiIndex.from_tuples([tuple(m.split("/", 1)) for m in wide.index], names=["backbone", "method"])
     base_avg = {b: avg for (b, meth), avg in wide["Avg."].items() if meth == "base"}
     if base_avg:
@@ -457,14 +462,7 @@ def table1_suite_run(con) -> pd.DataFrame:
     wide = scores.pivot(index="model", columns="benchmark", values="accuracy").dropna()  # all six evaluated
     if wide.empty:
         return pd.DataFrame()
-    wide = wide[[b for b in SUITE if b in wide]]
-    wide["Avg."] = wide.mean(axis=1)
-    wide.index = pd.MultiIndex.from_tuples([tuple(m.split("/", 1)) for m in wide.index], names=["backbone", "method"])
-    base_avg = {b: avg for (b, meth), avg in wide["Avg."].items() if meth == "base"}
-    if base_avg:
-        wide["gain (Avg.)"] = [avg - base_avg[b] if b in base_avg else np.nan for (b, _), avg in wide["Avg."].items()]
-    wide.columns.name = None
-    return wide.reset_index().round(1)
+    return _with_avg_and_gain(wide[[b for b in SUITE if b in wide]].copy())
 
 
 def table1_suite_reference(suite_ref: Reference | None) -> pd.DataFrame:

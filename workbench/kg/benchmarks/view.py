@@ -224,18 +224,16 @@ def leaks(question: str, answers, exempt_choice: bool = False) -> bool:
 
 def round_robin(groups: list, rng: np.random.Generator, cap: int | None = None) -> list[tuple[int, object]]:
     """Interleave each group's items, shuffled, so the first questions cover every group:
-    (group index, item) in rank order, ties in random order.
+    (group index, item) in rank order, ties in random order (``qa_sets._round_robin``, whose
+    draws these are; ``cap`` None keeps every item).
 
     Example:
         >>> sorted(g for g, _ in round_robin([[1, 2], [3]], np.random.default_rng(0))[:2])
         [0, 1]
     """
-    keyed = []
-    for gi, items in enumerate(groups):
-        for rank, k in enumerate(rng.permutation(len(items))[:cap]):
-            keyed.append((rank, rng.random(), gi, items[k]))
-    keyed.sort(key=lambda t: (t[0], t[1]))
-    return [(gi, item) for _, _, gi, item in keyed]
+    from workbench.kg.qa_sets import _round_robin
+
+    return _round_robin(groups, max(map(len, groups), default=0) if cap is None else cap, rng)
 
 
 def pick(rng: np.random.Generator, options) -> str:
