@@ -43,6 +43,7 @@ class WorldConfig:
     n_entities: int = 2000
     seed: int = 0
     questions_per_family: int = 200  # ours: held-out questions per family and split
+    suite_questions: int = 500  # paper (seed 000, 4.1): test questions per Table 1 benchmark, Bamboogle a quarter
 
 
 @dataclass(frozen=True)
@@ -324,6 +325,7 @@ DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL
 RULES: dict[str, tuple] = {
     "world.n_entities": (_at_least(1), "an integer >= 1"),
     "world.questions_per_family": (_at_least(1), "an integer >= 1"),
+    "world.suite_questions": (_at_least(1), "an integer >= 1"),
     "pool.walks": (_at_least(1), "an integer >= 1"),
     # the paper's L - 1 >= 2 (kg.filters.MIN_RELATIONAL_HOPS, tested equal: config cannot import kg)
     "pool.min_hops": (_at_least(2), "an integer >= 2 (the paper's at least two relational hops)"),
@@ -424,7 +426,7 @@ def _hop_ratio_ok(value: str, pool) -> bool:
 PRESETS: dict[str, Config] = {
     "smoke": Config(
         name="smoke",
-        world=WorldConfig(n_entities=200, questions_per_family=20),
+        world=WorldConfig(n_entities=200, questions_per_family=20, suite_questions=40),
         pool=PoolConfig(walks=2000),
         backbone=BackboneConfig(vocab_size=1024, hidden_size=64, layers=2, heads=2, kv_heads=1,
                                 sft_steps=60, sft_batch=8),

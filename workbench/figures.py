@@ -47,6 +47,7 @@ from plotly.subplots import make_subplots
 
 from workbench import config, paper, paths, reference
 from workbench.evaluate import across_seeds, sign_test_p
+from workbench.kg.benchmarks import SUITE
 from workbench.reference import NAMES, Reference, chains_added
 
 # Table 2's build-up order: runs.method of each variant -> the paper's row label.
@@ -178,7 +179,7 @@ def table_decimals(side: str) -> int:
         >>> table_decimals("reference"), table_decimals("paper")
         (2, 1)
     """
-    return 2 if side == "reference" else 1
+    return 2 if side.startswith("reference") else 1
 
 
 def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Path | None = None,
@@ -293,18 +294,19 @@ _LATEST_TEST_EVALS = """
 
 
 def eval_scores(con) -> pd.DataFrame:
-    """Accuracy (%) per evaluated model and benchmark, latest evaluation of each (model, dataset)."""
+    """Accuracy (%) per evaluated model and benchmark, latest evaluation of each (model, dataset); a
+    dataset is split by question family, but the Table 1 suite's benchmarks (``tw-*``) are whole."""
     cols = ["model", "benchmark", "accuracy", "n"]
     if con is None or not _has(con, "eval_outcomes"):
         return pd.DataFrame(columns=cols)
-    family = ("CASE WHEN q.family IS NULL OR q.family = '' THEN e.dataset ELSE e.dataset || ':' || q.family END"
-              if _has(con, "questions") else "e.dataset")
+    family = ("CASE WHEN q.family IS NULL OR q.family = '' OR e.dataset IN (SELECT unnest($suite)) THEN e.dataset "
+              "ELSE e.dataset || ':' || q.family END" if _has(con, "questions") else "e.dataset")
     join = "LEFT JOIN questions q USING (question_id)" if _has(con, "questions") else ""
     return con.execute(f"""
         WITH {_LATEST_TEST_EVALS}
         SELECT e.model, {family} AS benchmark, 100 * avg(e.em) AS accuracy, count(*) AS n
         FROM labelled e JOIN latest USING (model, dataset, eval_id) {join}
-        GROUP BY ALL ORDER BY model, benchmark""").df()[cols]
+        GROUP BY ALL ORDER BY model, benchmark""", {"suite": list(SUITE)} if "$suite" in family else {}).df()[cols]
 
 
 def _paired(con, model_a: str, model_b: str) -> tuple[int, int]:
@@ -390,7 +392,7 @@ def _cell(column: str, v, decimals: int = 1) -> str:
         return ""
     if isinstance(v, (bool, np.bool_)):
         return "✓" if v else "–"
-    if column == "p" or column.startswith("p ("):  # "p (F1)": a second test's p in one table
+    if column == "p" or column.startswith(("p (", "p vs")):  # "p (F1)", "p vs ...": a second test's p
         return f"{v:.4g}"
     if column in ("delta", "gain (Avg.)"):
         return f"{v:+.{decimals}f}"
@@ -427,19 +429,60 @@ def table1_run(con) -> pd.DataFrame:
     """
     scores = eval_scores(con)
     scores = scores[[paper_tier_preset(m.split("/", 1)[0]) is None for m in scores.model]]
+    if not scores.empty:
+        scores = scores[~scores.benchmark.isin(SUITE)]  # the suite's evaluations have their own table
     if scores.empty:
         return pd.DataFrame()
     prefixes = {b.partition(":")[0] + ":" for b in scores.benchmark}
     if len(prefixes) == 1 and scores.benchmark.str.contains(":").all():  # tinyworld:bridge -> bridge
         scores = scores.assign(benchmark=scores.benchmark.str.removeprefix(prefixes.pop()))
-    wide = scores.pivot(index="model", columns="benchmark", values="accuracy")
-    wide["Avg."] = wide.mean(axis=1)  # the macro average, as the paper's Avg.
+    return _with_avg_and_gain(scores.pivot(index="model", columns="benchmark", values="accuracy"))
+
+
+def _with_avg_and_gain(wide: pd.DataFrame) -> pd.DataFrame:
+    """A model x benchmark table with ``Avg.`` (the macro average, as the paper's) and ``gain (Avg.)``
+    over the same backbone's ``base`` row, indexed by backbone and method, rounded as the paper prints."""
+    wide["Avg."] = wide.mean(axis=1)
     wide.index = pd.MultiIndex.from_tuples([tuple(m.split("/", 1)) for m in wide.index], names=["backbone", "method"])
     base_avg = {b: avg for (b, meth), avg in wide["Avg."].items() if meth == "base"}
     if base_avg:
         wide["gain (Avg.)"] = [avg - base_avg[b] if b in base_avg else np.nan for (b, _), avg in wide["Avg."].items()]
     wide.columns.name = None
     return wide.reset_index().round(1)
+
+
+def table1_suite_run(con) -> pd.DataFrame:
+    """Table 1 at the tiny tier from the store: a row per backbone and method evaluated on all six
+    TinyWorld benchmarks (``workbench eval --suite table1``), their EM (%) in the paper's column
+    order, ``Avg.`` (the macro over the six) and ``gain (Avg.)`` over the same backbone's base.
+
+    Example:
+        >>> table1_suite_run(None).empty
+        True
+    """
+    scores = eval_scores(con)
+    scores = scores[scores.benchmark.isin(SUITE)]
+    if scores.empty:
+        return pd.DataFrame()
+    wide = scores.pivot(index="model", columns="benchmark", values="accuracy").dropna()  # all six evaluated
+    if wide.empty:
+        return pd.DataFrame()
+    return _with_avg_and_gain(wide[[b for b in SUITE if b in wide]].copy())
+
+
+def table1_suite_reference(suite_ref: Reference | None) -> pd.DataFrame:
+    """Table 1 at the tiny tier from a reference file with a suite section
+    (``Reference.table1``): EM per benchmark as means over seeds, Avg. with its 95% t interval,
+    the gain over the base and the pooled sign tests.
+
+    Example:
+        >>> table1_suite_reference(None).empty
+        True
+    """
+    if suite_ref is None:
+        return pd.DataFrame()
+    return suite_ref.table1().assign(backbone=suite_ref.preset).pipe(
+        lambda t: t[["backbone", *[c for c in t.columns if c != "backbone"]]])
 
 
 def paper_tier_preset(backbone: str) -> str | None:
@@ -530,8 +573,12 @@ def table1_reference(ref: Reference | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["backbone", "method", "seeds", "Avg.", "95% low", "95% high", "gain (Avg.)"])
 
 
-def table1(con=None, ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
-    """Table 1 (main results): ``({"paper": df, "this run": df, "reference": df}, figure)``, stacked.
+def table1(con=None, ref: Reference | None = None,
+           suite_ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Table 1 (main results): ``({"paper": df, "this run": df, "reference": df, ...}, figure)``,
+    stacked; the tiny tier's Table 1 on the six TinyWorld benchmarks beside them where the store
+    has suite evaluations ("this run: suite") or ``suite_ref`` (a ``tiny_table1_*`` reference
+    file) is given ("reference: suite").
 
     Example:
         >>> tables, fig = table1()
@@ -539,11 +586,16 @@ def table1(con=None, ref: Reference | None = None) -> tuple[dict[str, pd.DataFra
         np.float64(42.1)
     """
     tables = {"paper": table1_paper(), "paper tier": table1_paper_tier(con), "this run": table1_run(con),
-              "reference": table1_reference(ref)}
+              "this run: suite": table1_suite_run(con), "reference": table1_reference(ref),
+              "reference: suite": table1_suite_reference(suite_ref)}
     titles = {"paper tier": "your paper-tier runs (presets paper*): EM per benchmark evaluated, the paper's "
-                            "row on the same benchmarks"}
+                            "row on the same benchmarks",
+              "this run: suite": "your evaluations on the six TinyWorld benchmarks (workbench eval --suite table1)"}
     if ref:
         titles["reference"] = f"{ref.label}: test macro EM, mean over seeds, 95% t interval"
+    if suite_ref:
+        titles["reference: suite"] = (f"Table 1 at the tiny tier, {suite_ref.label}: EM on the six TinyWorld "
+                                      "benchmarks, mean over seeds; Avg. 95% t interval; pooled sign tests")
     return tables, _tables_figure(tables, "Table 1: accuracy (%) per benchmark and macro average", store_runs(con),
                                   ref, titles)
 
@@ -1068,17 +1120,19 @@ def table_caption(name: str, side: str, con=None, ref: Reference | None = None) 
     """
     if side == "paper":
         return f"{name} — the paper's numbers (seed 000, transcribed in data/paper/ with provenance)"
-    if side == "reference" and ref is not None:
+    if side.startswith("reference") and ref is not None:
         return f"{name} — {ref.label}, mean over seeds with a 95% t interval; {ref.describe()}"
     return f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
 
 
 # build_all's file suffix of each table side
-_SUFFIX = {"paper": "paper", "paper tier": "paper_tier", "this run": "run", "reference": "reference"}
+_SUFFIX = {"paper": "paper", "paper tier": "paper_tier", "this run": "run", "reference": "reference",
+           "this run: suite": "run_suite", "reference: suite": "reference_suite"}
 
 
 def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None,
-              with_reference: bool = True, reference_file: str = reference.DEFAULT) -> list[Path]:
+              with_reference: bool = True, reference_file: str = reference.DEFAULT,
+              table1_file: str | None = None) -> list[Path]:
     """Build every paper table and figure and the gate's verdicts: the paper vs the runs in ``db``
     vs the shipped reference runs (``reference.load(reference_file)``); save them and return the paths.
 
@@ -1090,6 +1144,7 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     """
     db = db if db is not None else paths.default_db()
     ref = reference.load(reference_file) if with_reference and not paper_only else None  # a bad name: before the store
+    suite_ref = reference.load_table1(table1_file) if with_reference and not paper_only else None
     con = None if paper_only else open_store(db)
     if not paper_only:
         print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers"
@@ -1097,11 +1152,12 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     written: list[Path] = []
     try:
         for name, builder in (("table1_main_results", table1), ("table2_buildup", table2)):
-            tables, fig = builder(con, ref=ref)
+            tables, fig = builder(con, ref=ref) if builder is table2 else builder(con, ref=ref, suite_ref=suite_ref)
             for side, df in tables.items():
                 if not df.empty:
-                    written += save_table(df, f"{name}_{_SUFFIX[side]}", table_caption(name, side, con, ref), out_dir,
-                                          table_decimals(side))
+                    shown = suite_ref if side == "reference: suite" else ref
+                    written += save_table(df, f"{name}_{_SUFFIX[side]}", table_caption(name, side, con, shown),
+                                          out_dir, table_decimals(side))
             written += save_fig(fig, name, out_dir)
         written += save_fig(figure3(con, ref), "figure3_training_dynamics", out_dir)
         written += save_fig(figure4(con, ref), "figure4_generated_vs_seed", out_dir)
