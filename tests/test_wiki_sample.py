@@ -241,3 +241,14 @@ def test_the_command_converts_and_prints_a_sample_to_check(tmp_path):
     assert report["pages"] == len(PAGES) and report["out"] == str(tmp_path / "out")
     checks = proc.stdout.splitlines()[-3:]
     assert [c.split(".")[0].strip() for c in checks] == ["1", "2", "3"] and all("[[" in c for c in checks)
+
+
+def test_a_chain_node_shows_a_body_paragraph_not_the_kilt_title_line(converted, tmp_path):
+    """KILT's first paragraph of a page is its title alone; the proposer must read the page's text."""
+    out, _ = converted
+    con = store.connect(str(tmp_path / "s.duckdb"))
+    import_kilt(con, out / ws.KILT_FILE, progress=False)
+    build_pool(con, walks=400, seed=0)
+    nodes = [(c.titles[e.position], e.text) for c in load_pool(con) for e in c.evidence if e.target == "node"]
+    assert nodes and all(text.strip() != title and text.strip() == PAGES[title].split("\n")[0]
+                         for title, text in nodes)
