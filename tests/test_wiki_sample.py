@@ -16,7 +16,7 @@ import pytest
 from workbench import store
 from workbench.kg import wiki_sample as ws
 from workbench.kg.pool import build_pool, load_pool
-from workbench.kg.sources import import_kilt, import_wiki18
+from workbench.kg.sources import import_kilt
 
 ROOT = Path(__file__).resolve().parents[1]
 
