@@ -44,7 +44,7 @@ from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec, uses_kg_tool
 from workbench.method.multireward import gold_entities
-from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
+from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path, grounded
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
 from workbench.policy.rollout import Trajectory, batch_tensors, response_logprobs, rollout
 from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, policy_loss, probability_scale,
@@ -288,6 +288,7 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
     """
     r_ans = exact_match(traj.answer or "", golds)
     path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer) if path is None else path
+    path = [e for e in path if e in titles]  # only candidates (grounded ones: answer_candidates) reach Eq. 9
     verdict = graph.path_support(path) if len(path) >= 2 else None
     s_path = verdict.s_path if verdict else 0.0
     inputs = R.SolverInputs(r_ans, s_path, beta, traj, slot, config)
@@ -297,17 +298,36 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
 
 
 def answer_candidates(traj: Trajectory, chain_entities, titles: dict[int, str]) -> dict[int, str]:
-    """The entities Eq. 8's path may use for one trajectory: the ones it retrieved plus its
-    question's chain (the originating chain, or a seed question's gold chain). Section 3.3: the gold
-    chain never grants process reward by itself; it only lets the path end at the answer.
+    """The entities Eq. 8's path may use for one trajectory: those grounded in its retrieved
+    passages (``path_support.grounded``): the entities of the passages it retrieved, and the
+    entities of its question's chain (the originating chain, or a seed question's gold chain) that a
+    retrieved passage names. Section 3.3: path support never grants process reward for what the
+    search did not find; the gold chain only names which entities to look for in the passages.
 
     Example:
-        >>> t = Trajectory(0, 0, "p", [], entity_ids=[1])
-        >>> answer_candidates(t, [2, 9], {1: "Ann", 2: "Rome"})
+        >>> t = Trajectory(0, 0, "p", [], entity_ids=[1], retrieved=["Ann was born in Rome."])
+        >>> answer_candidates(t, [2, 3, 9], {1: "Ann", 2: "Rome", 3: "Italy"})
         {1: 'Ann', 2: 'Rome'}
     """
-    ids = set(traj.entity_ids) | set(chain_entities)
-    return {e: titles[e] for e in ids if e in titles}
+    pool = {e: titles[e] for e in dict.fromkeys([*traj.entity_ids, *chain_entities]) if e in titles}
+    return grounded(traj.entity_ids, traj.retrieved, pool)
+
+
+def extraction_item(question: str, traj: Trajectory, chain_entities, titles: dict[int, str]) -> tuple:
+    """One request of the LLM path extractor (``LLMPathExtractor.extract_many``): the question,
+    the trajectory's text, its grounded candidates (:func:`answer_candidates`, what the reply may
+    name), its answer, and the ids the prompt lists: the entities of the passages it retrieved, in
+    retrieval order. The prompt never lists the gold chain's titles (a chain entity a passage
+    names is read back from the reply, but is not pointed out to the extractor).
+
+    Example:
+        >>> t = Trajectory(0, 0, "p", [], text="...", entity_ids=[1], answer="Rome", retrieved=["Ann: Rome."])
+        >>> extraction_item("Where?", t, [2, 3], {1: "Ann", 2: "Rome", 3: "Italy"})
+        ('Where?', '...', {1: 'Ann', 2: 'Rome'}, 'Rome', [1])
+    """
+    candidates = answer_candidates(traj, chain_entities, titles)
+    shown = [e for e in dict.fromkeys(traj.entity_ids) if e in candidates]
+    return question, traj.text, candidates, traj.answer, shown
 
 
 def answer_choices(chains: list[ChainView], m: int) -> Choices:
@@ -677,8 +697,7 @@ class Trainer:
             return {}
         todo = [(slot, roll) for slot in slots for roll in slot.rollouts
                 if exact_match(roll.trajectory.answer or "", slot.answers)]
-        items = [(slot.question, roll.trajectory.text,
-                  answer_candidates(roll.trajectory, gold_entities(slot), self.titles), roll.trajectory.answer)
+        items = [extraction_item(slot.question, roll.trajectory, gold_entities(slot), self.titles)
                  for slot, roll in todo]
         return {id(roll): path for (_, roll), path in zip(todo, self.extractor.extract_many(items))} if items else {}
 
