@@ -113,9 +113,10 @@ class MethodConfig:
     chains_per_round: int = 32  # ours: 32 slots x G = 256 rollouts a round, the batch of the runs that gained (LOG.md, session 4)
     candidates_per_chain: int = 4  # M; ours
     admit_top_k: int = 1  # ours
-    gate_threshold: float = 0.6  # ours
+    gate_threshold: float = 0.6  # ours: the gate admits Q strictly above it (section 3.2: "above a threshold")
     gate_aggregation: str = "mean"  # ours: how Eq. 6's dimension scores combine (mean | geometric_mean | min)
     gate_allow_topic: bool = False  # paper: the question names no chain entity (see gate.filter_candidate)
+    gate_multi_hop_veto: bool = True  # ours: a multi_hop score of 0 sets Q = 0 like a leak (gate.quality); Eq. 6 vetoes leaks only
     group_size: int = 8  # G, paper
     beta_path: float = 0.2  # beta of Eq. 7, paper
     tau_path: float = 0.5  # ours

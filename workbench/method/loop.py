@@ -616,7 +616,7 @@ class Trainer:
             else:
                 verdicts = gate(chain, parsed[c_idx], self.verifier, m.gate_threshold,
                                 m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic,
-                                leak_filter=self.spec.leak_filter)
+                                leak_filter=self.spec.leak_filter, multi_hop_veto=m.gate_multi_hop_veto)
             task = ChainTask(chain, [Candidate(mine[v.index], v) for v in verdicts])
             for cand in task.candidates:
                 if cand.verdict.admitted:  # a query's slot is scored against its complete answer set
