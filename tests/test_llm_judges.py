@@ -70,6 +70,15 @@ def test_extractor_runs_one_batch_and_grounds_every_entity(policy):
     assert paths[0][-1] == 3 and set(paths[0]) <= set(titles) and set(paths[1]) <= set(titles)
 
 
+def test_the_paper_preset_says_what_the_llm_call_does():
+    """Seed 000 has one LLM call judge correctness and extract the path; here R_ans is exact match
+    and the extractor's call extracts only: the stated value must not claim the paper's one call
+    (issue 40)."""
+    stated = config.PAPER_VALUES["method.path_extractor"][1]
+    assert "exact match" in stated and "same LLM call that judges correctness" not in stated
+    assert "exact match" in llm_judges.__doc__
+
+
 def test_parse_path_rules():
     titles = {1: "Ann", 2: "Rome", 3: "Italy", 4: "The Beatles"}
     assert parse_path("1. Ann\n2. Rome\n3. Italy", titles, "Italy") == [1, 2, 3]

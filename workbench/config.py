@@ -384,7 +384,10 @@ PAPER_VALUES: dict[str, tuple] = {
     "method.beta_path": (0.2, "3.3: beta = 0.2 in our runs (Eq. 7)"),
     "method.gate_allow_topic": (False, "3.2: the question must not name chain entities (Eq. 6's no-leak)"),
     "method.verifier": ("llm", "3.2: an LLM verifier judges all candidates of a chain in one grouped call"),
-    "method.path_extractor": ("llm", "3.3: the chain is produced by the same LLM call that judges correctness"),
+    # the paper's path comes "by the same LLM call that judges correctness"; ours judges correctness
+    # by exact match (no LLM), so the LLM's one call a trajectory extracts the path only (llm_judges)
+    "method.path_extractor": ("llm", "3.3: an LLM extracts the path (in the paper, the call that also judges "
+                                     "correctness; here correctness is exact match and the call extracts only)"),
     "search.index": ("dense", "4.1: a dense E5 retriever over a Wikipedia corpus"),
     "search.topk": (3, "4.1: the top-3 passages per query"),
     "rollout.max_turns": (8, "4.1: up to 8 turns"),
