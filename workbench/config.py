@@ -174,6 +174,10 @@ class MethodConfig:
     mr_alpha: float = 0.5  # alpha of r_total = r_acc + alpha (r_recall + r_penalty), paper
     mr_gamma: float = 0.9  # gamma of r_penalty = gamma^(t-i) beta, paper
     mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
+    # ours: how r_penalty reads gamma^(t-i) beta: saturating = beta (1 - gamma^(t-i)), growing with
+    # each excess search towards its bound beta (the text's intent) | literal = gamma^(t-i) beta as
+    # written, shrinking with each excess search (multireward.step_penalty)
+    mr_penalty_form: str = "saturating"
     mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
     mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
     # ours: the structural verifier's word matching (gate.StructuralVerifier; the open and LLM verifiers
@@ -268,6 +272,7 @@ KG_TOOL = ("", "off", "on")  # "" = the method's
 KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
 INDEXES = ("bm25", "dense")
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
+MR_PENALTY_FORMS = ("saturating", "literal")  # method.multireward.PENALTY_FORMS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
 DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL
@@ -314,6 +319,7 @@ RULES: dict[str, tuple] = {
        for k in ("gate_threshold", "p_start", "p_end", "discount")},
     "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),
     "method.verifier": (_one_of(*VERIFIERS), f"one of {list(VERIFIERS)} ('' = the method's)"),
+    "method.mr_penalty_form": (_one_of(*MR_PENALTY_FORMS), f"one of {list(MR_PENALTY_FORMS)}"),
     "method.verifier_vocabulary": (_one_of(*VERIFIER_VOCABULARIES), f"one of {list(VERIFIER_VOCABULARIES)}"),
     "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
     "method.path_extractor": (_one_of(*PATH_EXTRACTORS), f"one of {list(PATH_EXTRACTORS)}"),
