@@ -178,8 +178,8 @@ def terms(trajectory, slot, params: MultiRewardParams = MultiRewardParams(), acc
         ...           kg_queries=[], entity_ids=[1, 4], kg_entity_ids=[])
         >>> slot = NS(chain=None, gold_chain=[1, 2], answers=["Rome"], hops=2)
         >>> t = terms(traj, slot)
-        >>> t["recall"], t["penalty"], t["total"]   # 1 + 0.5 (0.5 - 0.18)
-        (0.5, -0.18, 1.16)
+        >>> t["recall"], t["penalty"], t["total"]   # 3 searches, 2 hops: -0.2 (1 - 0.9); 1 + 0.5 (0.5 - 0.02)
+        (0.5, -0.02, 1.24)
     """
     if trajectory is None or slot is None:
         raise ValueError("the multi-reward needs the trajectory and its slot (SolverInputs.trajectory, .slot)")
