@@ -163,6 +163,10 @@ class MethodConfig:
     topology_patterns: str = "1p,2p,3p,2i,ip,pi"  # EoG (seed 004, Table 6): the patterns a kg_topology task is drawn from, uniformly (ours)
     topology_max_answers: int = 20  # EoG: largest complete answer set of a task; ours (= kg.topology.MAX_ANSWERS)
     topology_prompt: str = "witness"  # ours: EoG's proposer prompt, witness (the query's witness path in the chain prompt's format; the warm start was taught that) | query (the query's skeleton)
+    # SSP as published (method/ssp.py; Lu et al. 2026, github.com/Alibaba-Quark/SSP's code and train_ssp.sh)
+    ssp_min_question_words: int = 10  # SSP's: a question of fewer words is invalid
+    ssp_min_searches: int = 2  # SSP's: the proposer searched at least twice (no query repeated)
+    ssp_rag_noise: int = 4  # SSP's published run: other rollouts' documents mixed into the RAG check
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
     drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
@@ -324,6 +328,8 @@ RULES: dict[str, tuple] = {
     "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
     "method.path_extractor": (_one_of(*PATH_EXTRACTORS), f"one of {list(PATH_EXTRACTORS)}"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1") for k in ("verifier_max_new_tokens", "extractor_max_new_tokens")},
+    **{f"method.{k}": (_at_least(0), "an integer >= 0") for k in ("ssp_min_question_words", "ssp_min_searches",
+                                                                  "ssp_rag_noise")},
     "search.device": (lambda v, _: v in ("cpu", "cuda", "auto") or (v.startswith("cuda:") and v[5:].isdigit()),
                       "'cpu', 'cuda', 'cuda:N' or 'auto'"),
     "search.url": (lambda v, _: v == "" or v.startswith(("http://", "https://")),

@@ -37,7 +37,7 @@ import torch
 
 from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
-from workbench.method import distributed, eog
+from workbench.method import distributed, eog, ssp
 from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, answer_position, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
@@ -582,7 +582,8 @@ class Trainer:
         first = dict(self.con.execute(
             "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
             "GROUP BY entity_id", [picked]).fetchall())
-        # SSP (section 4.1): the proposer sees one answer entity and its passage, no KG structure
+        # SSP (section 4.1): an answer entity, no KG structure; its proposer reads only the title and
+        # searches (method/ssp.py)
         return [ChainView(-1, "", [e], [self.titles[e]], [], [first[e]]) for e in picked]
 
     def propose(self, t: int) -> tuple[list[ChainTask], list[Slot]]:
@@ -592,6 +593,8 @@ class Trainer:
         if self.spec.task_source == "seed_pool":
             return [], self._seed_slots(t, n_slots)
         chains = self._task_chains(t)
+        if self.spec.proposer_search:
+            return self._propose_ssp(t, chains, n_slots)
         queries = self.spec.task_source == "kg_topology"
         prompts = (eog.topology_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain, m.topology_prompt)
                    if queries else proposer_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain))
@@ -629,6 +632,34 @@ class Trainer:
         missing = n_slots - len(slots)
         if missing > 0:  # seed fallback (section 3.2)
             slots += self._seed_slots(t, missing)
+        return tasks, slots
+
+    def _propose_ssp(self, t: int, chains: list[ChainView], n_slots: int) -> tuple[list[ChainTask], list[Slot]]:
+        """SSP as published (``method/ssp.py``): per answer entity, M proposer rollouts that search,
+        SSP's rule checks and RAG verification; the valid ones' first k are posed."""
+        m, r = self.cfg.method, self.cfg.rollout
+        answers = [c.titles[0] for c in chains]
+        trajectories = ssp.propose(self.policy, self.search, answers, m.candidates_per_chain, max_turns=r.max_turns,
+                                   topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p,
+                                   max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens,
+                                   seed=self.seed_for(t, 2))
+        budget = r.max_total_tokens - r.max_new_tokens
+        verdicts = ssp.verdicts(trajectories, answers, m.candidates_per_chain, m.admit_top_k,
+                                min_words=m.ssp_min_question_words, min_searches=m.ssp_min_searches,
+                                noise=m.ssp_rag_noise, seed=self.seed_for(t, 6),
+                                generate=ssp.greedy(self.policy, r.max_new_tokens),
+                                fits=lambda p: len(self.policy.encode(self.policy.chat_prompt(p))) <= budget)
+        tasks, slots = [], []
+        for c, (chain, mine) in enumerate(zip(chains, verdicts)):
+            task = ChainTask(chain, [Candidate(trajectories[c * m.candidates_per_chain + v.index], v) for v in mine])
+            for cand in task.candidates:
+                if cand.verdict.admitted:
+                    hops = max(1, len(cand.sequence.queries))
+                    cand.slot = Slot(cand.verdict.question, [cand.verdict.answer], hops, "generated", chain, cand)
+                    slots.append(cand.slot)
+            tasks.append(task)
+        if n_slots > len(slots):  # seed fallback (section 3.2; SSP reuses earlier questions)
+            slots += self._seed_slots(t, n_slots - len(slots))
         return tasks, slots
 
     def _seed_slots(self, t: int, k: int) -> list[Slot]:
@@ -726,8 +757,8 @@ class Trainer:
             width = max(len(s.response_ids) for s, _ in scored)
             mask = torch.zeros(len(scored), width)
             terminal = torch.zeros(len(scored))
-            for i, (s, r) in enumerate(scored):
-                mask[i, :len(s.response_ids)] = 1
+            for i, (s, r) in enumerate(scored):  # a searching proposer's (SSP) retrieved tokens are masked
+                mask[i, :len(s.response_ids)] = torch.tensor(s.loss_mask, dtype=torch.float32)
                 terminal[i] = r
             prop_adv = reinforce_pp_advantages(terminal, mask, gamma=m.discount, eps=m.adv_eps)
             for i, (s, _) in enumerate(scored):

@@ -81,14 +81,16 @@ class Trajectory:
 
 def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: int = 8, topk: int = 3,
             temperature: float = 0.6, top_p: float = 0.95, max_new_tokens: int = 64,
-            max_total_tokens: int = 1024, seed: int = 0, kg=None) -> list[Trajectory]:
+            max_total_tokens: int = 1024, seed: int = 0, kg=None, messages: list[str] | None = None) -> list[Trajectory]:
     """Roll out ``n_samples`` trajectories per question, batched; order is question-major.
 
     ``search`` is any object with ``search(list[str], k) -> list[list[Hit]]`` and
     ``render(hits) -> str`` (``workbench.search.tool.SearchTool``). Deterministic by ``seed``.
     ``kg`` (DynaSearcher, seed 003) offers the KG tool as well: a ``search.kg_search.KGSearch`` (or
     its remote client) answering ``<kg_search> entity </kg_search>``; without it the prompt, stop
-    strings and parsing are exactly the Search-R1 protocol's.
+    strings and parsing are exactly the Search-R1 protocol's. ``messages`` (one per question) replaces
+    the solver's opening user turn (SSP's searching proposer, ``method/ssp.py``); the turns, tools and
+    parsing stay the solver's.
 
     Example:
         >>> trajs = rollout(policy, tool, ["Who directed Rutel?"], 4, temperature=0)  # doctest: +SKIP
@@ -101,9 +103,12 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
     use_kg = kg is not None
     stop = protocol.KG_STOP_STRINGS if use_kg else protocol.STOP_STRINGS
     invalid = protocol.INVALID_ACTION_KG if use_kg else protocol.INVALID_ACTION
+    if messages is not None and len(messages) != len(questions):
+        raise ValueError(f"rollout: {len(messages)} messages for {len(questions)} questions")
     rows = []
     for qi, question in enumerate(questions):
-        prompt = policy.chat_prompt(protocol.solver_user_message(question, kg=use_kg))
+        prompt = policy.chat_prompt(messages[qi] if messages is not None else
+                                    protocol.solver_user_message(question, kg=use_kg))
         prompt_ids = policy.encode(prompt)
         if len(prompt_ids) >= max_total_tokens:
             raise ValueError(f"rollout: question {qi} gives a {len(prompt_ids)}-token prompt, not below "
