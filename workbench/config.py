@@ -118,9 +118,10 @@ class MethodConfig:
     chains_per_round: int = 32  # ours: 32 slots x G = 256 rollouts a round, the batch of the runs that gained (LOG.md, session 4)
     candidates_per_chain: int = 4  # M; ours
     admit_top_k: int = 1  # ours
-    gate_threshold: float = 0.6  # ours
+    gate_threshold: float = 0.6  # ours: the gate admits Q strictly above it (section 3.2: "above a threshold")
     gate_aggregation: str = "mean"  # ours: how Eq. 6's dimension scores combine (mean | geometric_mean | min)
     gate_allow_topic: bool = False  # paper: the question names no chain entity (see gate.filter_candidate)
+    gate_multi_hop_veto: bool = True  # ours: a multi_hop score of 0 sets Q = 0 like a leak (gate.quality); Eq. 6 vetoes leaks only
     group_size: int = 8  # G, paper
     beta_path: float = 0.2  # beta of Eq. 7, paper
     tau_path: float = 0.5  # ours
@@ -173,6 +174,10 @@ class MethodConfig:
     # ';'-separated set; "on" | "off"; "" = the method's (methods.py: the EoG rows)
     graph_tools: str = ""
     graph_max_neighbors: int = 20  # ours: entities one <neighbors> line lists (= topology_max_answers)
+    # SSP as published (method/ssp.py; Lu et al. 2026, github.com/Alibaba-Quark/SSP's code and train_ssp.sh)
+    ssp_min_question_words: int = 10  # SSP's: a question of fewer words is invalid
+    ssp_min_searches: int = 2  # SSP's: the proposer searched at least twice (no query repeated)
+    ssp_rag_noise: int = 4  # SSP's published run: other rollouts' documents mixed into the RAG check
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
     drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
@@ -191,6 +196,10 @@ class MethodConfig:
     mr_alpha: float = 0.5  # alpha of r_total = r_acc + alpha (r_recall + r_penalty), paper
     mr_gamma: float = 0.9  # gamma of r_penalty = gamma^(t-i) beta, paper
     mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
+    # ours: how r_penalty reads gamma^(t-i) beta: saturating = beta (1 - gamma^(t-i)), growing with
+    # each excess search towards its bound beta (the text's intent) | literal = gamma^(t-i) beta as
+    # written, shrinking with each excess search (multireward.step_penalty)
+    mr_penalty_form: str = "saturating"
     mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
     mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
     # ours: the structural verifier's word matching (gate.StructuralVerifier; the open and LLM verifiers
@@ -319,6 +328,7 @@ KG_TOOL = ("", "off", "on")  # "" = the method's
 KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
 INDEXES = ("bm25", "dense", "hybrid")  # search.tool.INDEX_KINDS (tested equal)
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
+MR_PENALTY_FORMS = ("saturating", "literal")  # method.multireward.PENALTY_FORMS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
 DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL
@@ -369,10 +379,13 @@ RULES: dict[str, tuple] = {
        for k in ("gate_threshold", "p_start", "p_end", "discount")},
     "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),
     "method.verifier": (_one_of(*VERIFIERS), f"one of {list(VERIFIERS)} ('' = the method's)"),
+    "method.mr_penalty_form": (_one_of(*MR_PENALTY_FORMS), f"one of {list(MR_PENALTY_FORMS)}"),
     "method.verifier_vocabulary": (_one_of(*VERIFIER_VOCABULARIES), f"one of {list(VERIFIER_VOCABULARIES)}"),
     "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
     "method.path_extractor": (_one_of(*PATH_EXTRACTORS), f"one of {list(PATH_EXTRACTORS)}"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1") for k in ("verifier_max_new_tokens", "extractor_max_new_tokens")},
+    **{f"method.{k}": (_at_least(0), "an integer >= 0") for k in ("ssp_min_question_words", "ssp_min_searches",
+                                                                  "ssp_rag_noise")},
     "search.device": (lambda v, _: v in ("cpu", "cuda", "auto") or (v.startswith("cuda:") and v[5:].isdigit()),
                       "'cpu', 'cuda', 'cuda:N' or 'auto'"),
     "search.url": (lambda v, _: v == "" or v.startswith(("http://", "https://")),
@@ -456,7 +469,10 @@ PAPER_VALUES: dict[str, tuple] = {
     "method.beta_path": (0.2, "3.3: beta = 0.2 in our runs (Eq. 7)"),
     "method.gate_allow_topic": (False, "3.2: the question must not name chain entities (Eq. 6's no-leak)"),
     "method.verifier": ("llm", "3.2: an LLM verifier judges all candidates of a chain in one grouped call"),
-    "method.path_extractor": ("llm", "3.3: the chain is produced by the same LLM call that judges correctness"),
+    # the paper's path comes "by the same LLM call that judges correctness"; ours judges correctness
+    # by exact match (no LLM), so the LLM's one call a trajectory extracts the path only (llm_judges)
+    "method.path_extractor": ("llm", "3.3: an LLM extracts the path (in the paper, the call that also judges "
+                                     "correctness; here correctness is exact match and the call extracts only)"),
     "search.index": ("dense", "4.1: a dense E5 retriever over a Wikipedia corpus"),
     "search.topk": (3, "4.1: the top-3 passages per query"),
     "rollout.max_turns": (8, "4.1: up to 8 turns"),

@@ -8,7 +8,11 @@ Formats (detected from the extension and the first record or header line, or nam
   ``supporting_facts``, ``context``); ``type`` (bridge / comparison) becomes the family; hops 2. It
   reads 2WikiMultihopQA's JSON too (the same fields plus ``evidences``; ``type`` comparison /
   inference / compositional / bridge_comparison), hops the number of ``evidences`` triples (4 for
-  bridge_comparison, 2 for the others).
+  bridge_comparison, 2 for the others). The gold supporting documents (the titles of
+  ``supporting_facts``, in order of first mention; 2Wiki's ``evidences`` are triples over entity
+  names, not documents) become the question's ``chain``: each title resolved to the store's entity
+  of that exact title, where the store has one (import the knowledge source first); the report
+  counts ``support_titles`` and ``support_resolved``. DynaSearcher's r_recall reads them.
 * ``triviaqa``: TriviaQA's original JSON (rc or unfiltered: ``{"Data": [{"Question", "QuestionId",
   "Answer": {"Value", "Aliases", ...}}], "Split": ...}``); answers are ``Value`` then ``Aliases``,
   duplicates dropped; the file's ``Split`` is the records' split.
@@ -19,7 +23,8 @@ Formats (detected from the extension and the first record or header line, or nam
 
 Rows: ``dataset`` = the given name; ``split`` = the argument, else the record's own (Search-R1
 ``extra_info.split``, a ``split`` field), else 'test'; ``family`` from the data or NULL;
-``answers`` the gold strings; ``chain`` empty (human QA has no gold entity chain); ``source``
+``answers`` the gold strings; ``chain`` empty (human QA has no gold entity chain), except the
+gold supporting documents of HotpotQA / 2Wiki records (above); ``source``
 the record's ``data_source`` or the file name. Every record is validated before anything is
 written; a malformed one raises ValueError naming the file and the record (line, row or index,
 and id where there is one), and the store is unchanged; with ``skip_bad`` it is recorded in
@@ -77,6 +82,7 @@ class QARecord:
     family: str | None = None
     hops: int | None = None
     source: str | None = None
+    support: tuple[str, ...] = ()  # titles of the gold supporting documents (HotpotQA, 2Wiki), in order
 
 
 def _answers(value, what: str) -> list[str]:
@@ -168,7 +174,8 @@ def _kilt(obj: dict) -> QARecord:
 
 
 def _hotpot(obj: dict) -> QARecord:
-    """HotpotQA object; ``supporting_facts`` and ``context`` must be lists (not imported). Hops: the
+    """HotpotQA object; ``supporting_facts`` and ``context`` must be lists (``context`` is not
+    imported; ``supporting_facts``' titles are the record's gold supporting documents). Hops: the
     number of 2WikiMultihopQA's ``evidences`` triples where the record has them (a bridge_comparison
     question has 4: two bridge facts and the two compared; the other types 2), else 2 (HotpotQA's
     questions are two-hop by construction)."""
@@ -179,8 +186,12 @@ def _hotpot(obj: dict) -> QARecord:
     if evidences is not None and not (isinstance(evidences, list) and all(
             isinstance(e, list) and len(e) == 3 for e in evidences)):
         raise ValueError("expected field 'evidences' (a list of [subject, relation, object] triples)")
+    facts = obj["supporting_facts"]
+    if not all(isinstance(f, list) and f and isinstance(f[0], str) and f[0].strip() for f in facts):
+        raise ValueError("expected field 'supporting_facts' (a list of [title, sentence index] pairs)")
     return QARecord(_text(obj.get("question"), "field 'question'"), _answers(obj.get("answer"), "field 'answer'"),
-                    family=_label(obj.get("type"), "field 'type'"), hops=len(evidences) if evidences else 2)
+                    family=_label(obj.get("type"), "field 'type'"), hops=len(evidences) if evidences else 2,
+                    support=tuple(dict.fromkeys(f[0].strip() for f in facts)))
 
 
 def _triviaqa(obj: dict, split: str | None = None) -> QARecord:
@@ -452,6 +463,7 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
         if replace:
             con.execute("DELETE FROM questions WHERE dataset = ? AND list_contains(?, split)", [name, list(splits)])
         start = store.next_id(con, "questions", "question_id")
+        chains, resolved = _support_chains(con, records)
         _wb_questions = pa.table({  # noqa: F841 (read by DuckDB's replacement scan)
             "question_id": pa.array(range(start, start + len(records)), pa.int64()),
             "dataset": pa.array([name] * len(records), pa.string()),
@@ -459,7 +471,7 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
             "family": pa.array([r.family for r in records], pa.string()),
             "question": pa.array([r.question for r in records], pa.string()),
             "answers": pa.array([r.answers for r in records], pa.list_(pa.string())),
-            "chain": pa.array([[] for _ in records], pa.list_(pa.int64())),
+            "chain": pa.array(chains, pa.list_(pa.int64())),
             "hops": pa.array([r.hops for r in records], pa.int32()),
             "source": pa.array([r.source or path.name for r in records], pa.string())})
         con.execute("INSERT INTO questions SELECT * FROM _wb_questions")
@@ -467,12 +479,38 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
         report = {"questions": len(records), "splits": splits,
                   "replaced": sum(n for _, n in clash) if replace else 0,
                   "appended_to": sum(n for _, n in clash) if append else 0}
+        if any(r.support for r in records):
+            report.update(support_titles=sum(len(r.support) for r in records), support_resolved=resolved)
         record_import(con, import_id, f"qa:{fmt}", path, len(records) + len(skipped), len(skipped),
                       fingerprint(path), report)
         if skipped:
             con.executemany("INSERT INTO skipped_lines VALUES (?, ?, ?, ?)",
                             [[import_id, str(path), number, error] for number, error in skipped])
     return {"import_id": import_id, "dataset": name, "format": fmt, **report, "skipped": len(skipped)}
+
+
+def _support_chains(con, records: list[QARecord]) -> tuple[list[list[int]], int]:
+    """Each record's gold supporting documents as entity ids (its ``support`` titles resolved to
+    the store's entities of that exact title, the lowest id where several share one; unresolved
+    titles left out), and how many titles resolved.
+
+    Example:
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO entities (entity_id, title) VALUES (7, 'Alba'), (9, 'Zed')")
+        >>> _support_chains(con, [QARecord("q?", ["a"], support=("Zed", "Nowhere", "Alba")), QARecord("q?", ["a"])])
+        ([[9, 7], []], 2)
+    """
+    rows = [(i, j, t) for i, r in enumerate(records) for j, t in enumerate(r.support)]
+    chains: list[list[int]] = [[] for _ in records]
+    if not rows:
+        return chains, 0
+    wanted = pa.table({"i": [r[0] for r in rows], "j": [r[1] for r in rows], "title": [r[2] for r in rows]})
+    with store.registered(con, "_wb_support", wanted):
+        found = con.execute("SELECT w.i, w.j, min(e.entity_id) FROM _wb_support w JOIN entities e ON e.title = w.title "
+                            "GROUP BY w.i, w.j ORDER BY w.i, w.j").fetchall()
+    for i, _, entity in found:
+        chains[i].append(int(entity))
+    return chains, len(found)
 
 
 def _parse_all(path: Path, fmt: str, split: str | None, skip_bad: bool, max_line_bytes: int = MAX_LINE_BYTES,

@@ -129,26 +129,32 @@ class Reference:
             raise ValueError(f"{self.name}: no {method!r} runs; it has {self.methods}")
         return m
 
-    def scores(self, metric: str = "test_macro_em") -> dict[str, list[float]]:
+    def scores(self, metric: str = "test_macro_em", seeds=None) -> dict[str, list[float]]:
         """Each method's ``metric`` (%), one value per seed (the input of ``evaluate.across_seeds``):
-        test macro EM (Hit@1 on EoG's answer-set questions), or ``test_macro_set_f1`` there."""
+        test macro EM (Hit@1 on EoG's answer-set questions), or ``test_macro_set_f1`` there;
+        ``seeds`` given, only those seeds' runs (a method with none of them is left out)."""
         if metric not in self.evaluations:
             raise ValueError(f"{self.name}: no {metric!r} in its evaluations; it has {list(self.evaluations)}")
-        return {m: self.evaluations[self.evaluations.method == m].sort_values("seed")[metric].tolist()
-                for m in self.methods}
+        ev = self.evaluations if seeds is None else self.evaluations[self.evaluations.seed.isin(list(seeds))]
+        out = {m: ev[ev.method == m].sort_values("seed")[metric].tolist() for m in self.methods}
+        return {m: v for m, v in out.items() if v}
 
-    def test_em(self, reference: str | None = None, metric: str = "test_macro_em") -> pd.DataFrame:
+    def test_em(self, reference: str | None = None, metric: str = "test_macro_em", seeds=None) -> pd.DataFrame:
         """Test macro EM (or another ``metric`` of :meth:`scores`) per method over seeds: n, mean, sd
         and a 95% t interval; with ``reference``, the difference to it and the Welch p
-        (``evaluate.across_seeds``).
+        (``evaluate.across_seeds``). ``seeds`` restricts every method to those seeds, so rows run on
+        fewer seeds are compared with the reference on the same ones.
 
         Example:
             >>> round(float(load().test_em().loc["ssp", "mean"]), 2)
             57.97
             >>> round(float(load("tiny_eog_20rounds.json").test_em(metric="test_macro_set_f1").loc["eog", "mean"]), 3)
             11.525
+            >>> t = load("tiny_drfree_20rounds.json").test_em("drfree", seeds=[0, 1, 2])
+            >>> t.loc["drfree_wo_per_hop", ["n", "diff", "p"]].round(2).tolist()
+            [3.0, -0.73, 0.44]
         """
-        return across_seeds(self.scores(metric), reference=reference)
+        return across_seeds(self.scores(metric, seeds), reference=reference)
 
     def band(self, key: str, method: str = "coevokg") -> pd.DataFrame:
         """``key`` per round over ``method``'s seeds: ``mean``, the seeds' range (``low``, ``high``)

@@ -38,14 +38,14 @@ import torch
 
 from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
-from workbench.method import distributed, drfree_loop, eog
+from workbench.method import distributed, drfree_loop, eog, ssp
 from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, answer_position, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
 from workbench.method.methods import MethodSpec, uses_graph_tools, uses_kg_tool
 from workbench.method.multireward import gold_entities
-from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
+from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path, grounded
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
 from workbench.policy.rollout import Trajectory, batch_tensors, response_logprobs, rollout
 from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, hrpo_advantages, policy_loss,
@@ -296,6 +296,7 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
     """
     r_ans = exact_match((answer_list(traj.answer) or [""])[0] if answer_sets else traj.answer or "", golds)
     path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer) if path is None else path
+    path = [e for e in path if e in titles]  # only candidates (grounded ones: answer_candidates) reach Eq. 9
     verdict = graph.path_support(path) if len(path) >= 2 else None
     s_path = verdict.s_path if verdict else 0.0
     inputs = R.SolverInputs(r_ans, s_path, beta, traj, slot, config)
@@ -305,17 +306,36 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
 
 
 def answer_candidates(traj: Trajectory, chain_entities, titles: dict[int, str]) -> dict[int, str]:
-    """The entities Eq. 8's path may use for one trajectory: the ones it retrieved plus its
-    question's chain (the originating chain, or a seed question's gold chain). Section 3.3: the gold
-    chain never grants process reward by itself; it only lets the path end at the answer.
+    """The entities Eq. 8's path may use for one trajectory: those grounded in its retrieved
+    passages (``path_support.grounded``): the entities of the passages it retrieved, and the
+    entities of its question's chain (the originating chain, or a seed question's gold chain) that a
+    retrieved passage names. Section 3.3: path support never grants process reward for what the
+    search did not find; the gold chain only names which entities to look for in the passages.
 
     Example:
-        >>> t = Trajectory(0, 0, "p", [], entity_ids=[1])
-        >>> answer_candidates(t, [2, 9], {1: "Ann", 2: "Rome"})
+        >>> t = Trajectory(0, 0, "p", [], entity_ids=[1], retrieved=["Ann was born in Rome."])
+        >>> answer_candidates(t, [2, 3, 9], {1: "Ann", 2: "Rome", 3: "Italy"})
         {1: 'Ann', 2: 'Rome'}
     """
-    ids = set(traj.entity_ids) | set(chain_entities)
-    return {e: titles[e] for e in ids if e in titles}
+    pool = {e: titles[e] for e in dict.fromkeys([*traj.entity_ids, *chain_entities]) if e in titles}
+    return grounded(traj.entity_ids, traj.retrieved, pool)
+
+
+def extraction_item(question: str, traj: Trajectory, chain_entities, titles: dict[int, str]) -> tuple:
+    """One request of the LLM path extractor (``LLMPathExtractor.extract_many``): the question,
+    the trajectory's text, its grounded candidates (:func:`answer_candidates`, what the reply may
+    name), its answer, and the ids the prompt lists: the entities of the passages it retrieved, in
+    retrieval order. The prompt never lists the gold chain's titles (a chain entity a passage
+    names is read back from the reply, but is not pointed out to the extractor).
+
+    Example:
+        >>> t = Trajectory(0, 0, "p", [], text="...", entity_ids=[1], answer="Rome", retrieved=["Ann: Rome."])
+        >>> extraction_item("Where?", t, [2, 3], {1: "Ann", 2: "Rome", 3: "Italy"})
+        ('Where?', '...', {1: 'Ann', 2: 'Rome'}, 'Rome', [1])
+    """
+    candidates = answer_candidates(traj, chain_entities, titles)
+    shown = [e for e in dict.fromkeys(traj.entity_ids) if e in candidates]
+    return question, traj.text, candidates, traj.answer, shown
 
 
 def answer_choices(chains: list[ChainView], m: int) -> Choices:
@@ -653,7 +673,8 @@ class Trainer:
         first = dict(self.con.execute(
             "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
             "GROUP BY entity_id", [picked]).fetchall())
-        # SSP (section 4.1): the proposer sees one answer entity and its passage, no KG structure
+        # SSP (section 4.1): an answer entity, no KG structure; its proposer reads only the title and
+        # searches (method/ssp.py)
         return [ChainView(-1, "", [e], [self.titles[e]], [], [first[e]]) for e in picked]
 
     def propose(self, t: int) -> tuple[list[ChainTask], list[Slot]]:
@@ -665,6 +686,8 @@ class Trainer:
         if self.spec.task_source == "seed_document":
             return self._propose_with_search(t, n_slots)
         chains = self._task_chains(t)
+        if self.spec.proposer_search:
+            return self._propose_ssp(t, chains, n_slots)
         queries = self.spec.task_source == "kg_topology"
         prompts = (eog.topology_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain, m.topology_prompt)
                    if queries else proposer_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain))
@@ -689,7 +712,7 @@ class Trainer:
             else:
                 verdicts = gate(chain, parsed[c_idx], self.verifier, m.gate_threshold,
                                 m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic,
-                                leak_filter=self.spec.leak_filter)
+                                leak_filter=self.spec.leak_filter, multi_hop_veto=m.gate_multi_hop_veto)
             task = ChainTask(chain, [Candidate(mine[v.index], v) for v in verdicts])
             for cand in task.candidates:
                 if cand.verdict.admitted:  # a query's slot is scored against its complete answer set
@@ -741,6 +764,34 @@ class Trainer:
                     slots.append(cand.slot)
             tasks.append(task)
         if n_slots > len(slots):
+            slots += self._seed_slots(t, n_slots - len(slots))
+        return tasks, slots
+
+    def _propose_ssp(self, t: int, chains: list[ChainView], n_slots: int) -> tuple[list[ChainTask], list[Slot]]:
+        """SSP as published (``method/ssp.py``): per answer entity, M proposer rollouts that search,
+        SSP's rule checks and RAG verification; the valid ones' first k are posed."""
+        m, r = self.cfg.method, self.cfg.rollout
+        answers = [c.titles[0] for c in chains]
+        trajectories = ssp.propose(self.policy, self.search, answers, m.candidates_per_chain, max_turns=r.max_turns,
+                                   topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p,
+                                   max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens,
+                                   seed=self.seed_for(t, 2))
+        budget = r.max_total_tokens - r.max_new_tokens
+        verdicts = ssp.verdicts(trajectories, answers, m.candidates_per_chain, m.admit_top_k,
+                                min_words=m.ssp_min_question_words, min_searches=m.ssp_min_searches,
+                                noise=m.ssp_rag_noise, seed=self.seed_for(t, 6),
+                                generate=ssp.greedy(self.policy, r.max_new_tokens),
+                                fits=lambda p: len(self.policy.encode(self.policy.chat_prompt(p))) <= budget)
+        tasks, slots = [], []
+        for c, (chain, mine) in enumerate(zip(chains, verdicts)):
+            task = ChainTask(chain, [Candidate(trajectories[c * m.candidates_per_chain + v.index], v) for v in mine])
+            for cand in task.candidates:
+                if cand.verdict.admitted:
+                    hops = max(1, len(cand.sequence.queries))
+                    cand.slot = Slot(cand.verdict.question, [cand.verdict.answer], hops, "generated", chain, cand)
+                    slots.append(cand.slot)
+            tasks.append(task)
+        if n_slots > len(slots):  # seed fallback (section 3.2; SSP reuses earlier questions)
             slots += self._seed_slots(t, n_slots - len(slots))
         return tasks, slots
 
@@ -813,8 +864,7 @@ class Trainer:
             return {}
         todo = [(slot, roll) for slot in slots for roll in slot.rollouts
                 if exact_match(roll.trajectory.answer or "", slot.answers)]
-        items = [(slot.question, roll.trajectory.text,
-                  answer_candidates(roll.trajectory, gold_entities(slot), self.titles), roll.trajectory.answer)
+        items = [extraction_item(slot.question, roll.trajectory, gold_entities(slot), self.titles)
                  for slot, roll in todo]
         return {id(roll): path for (_, roll), path in zip(todo, self.extractor.extract_many(items))} if items else {}
 
@@ -850,8 +900,8 @@ class Trainer:
             width = max(len(s.response_ids) for s, _ in scored)
             mask = torch.zeros(len(scored), width)
             terminal = torch.zeros(len(scored))
-            for i, (s, r) in enumerate(scored):
-                mask[i, :len(s.response_ids)] = 1
+            for i, (s, r) in enumerate(scored):  # a searching proposer's (SSP) retrieved tokens are masked
+                mask[i, :len(s.response_ids)] = torch.tensor(s.loss_mask, dtype=torch.float32)
                 terminal[i] = r
             prop_adv = reinforce_pp_advantages(terminal, mask, gamma=m.discount, eps=m.adv_eps)
             for i, (s, _) in enumerate(scored):

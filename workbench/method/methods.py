@@ -5,7 +5,7 @@ and one optimiser step per round; they differ only in the fields below.
 
 Example:
     >>> sorted(m for m in METHODS if not m.startswith(("eog", "drfree", "dynasearcher")))
-    ['c1', 'c2', 'coevokg', 'search_r1', 'ssp']
+    ['c1', 'c2', 'coevokg', 'search_r1', 'ssp', 'ssp_no_search']
     >>> [m for m in METHODS if m.startswith("eog")]  # seed 004 and its Table 3 rows
     ['eog', 'eog_wo_solver_update', 'eog_wo_proposer_update', 'eog_random_walk', 'eog_adversarial']
     >>> method_spec("Dr. Free").proposer_reward, method_spec("drfree").solver_reward
@@ -26,14 +26,18 @@ class MethodSpec:
     """One row of Tables 1-2 as a configuration of the loop.
 
     task_source: 'kg_chains' (C1: questions from KG chains through the quality gate),
-    'answer_entity' (SSP: the proposer sees one answer entity, no KG structure), 'seed_pool'
+    'answer_entity' (SSP: one answer entity, no KG structure; with ``proposer_search`` SSP as published,
+    the proposer searching while it writes its question, kept by SSP's checks and RAG verification,
+    ``method/ssp.py``; without it the proposer reads the entity's passage and writes one candidate,
+    the open gate admitting what passes the deterministic filter), 'seed_pool'
     (Search-R1: the fixed human-written pool, no proposer), 'kg_topology' (EoG, seed 004: queries of
     its Table 6 executed on the KG, each with its complete answer set; ``method/eog.py``) or
     'seed_document' (Dr. Free's "w/o KG" row, seed 002 Table 2: Dr. Zero-style, the proposer reads one
     entity's passage and searches before it writes; ``method/drfree_loop.py``). solver_reward / proposer_reward name
     entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
     leak_filter: the gate's deterministic no-leakage check (Eq. 6's 1[no leak]); section 4.5 adds
-    "the no leakage quality gate" with C1, so the SSP row runs without it.
+    "the no leakage quality gate" with C1, so the SSP row has none (it passes no Eq. 6 gate: only
+    SSP's own checks, its answer-in-question substring test among them, and its RAG check).
     kg_tool: the solver is offered DynaSearcher's ``<kg_search>`` tool (seed 003) beside document
     search; ``method.kg_tool`` overrides it.
     graph_tools: the solver explores the KG with EoG's graph tools (seed 004; ``<relations>``,
@@ -60,11 +64,18 @@ class MethodSpec:
     proposer_algorithm: str = "reinforce_pp"
     iterations: int = 1
     graph_tools: bool = False
+    proposer_search: bool = False  # SSP as published: the proposer searches, its question RAG-checked (method/ssp.py)
 
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("search_r1", "seed_pool", "exact_match", None, False, "Search-R1"),
-    MethodSpec("ssp", "answer_entity", "exact_match", "ssp_adversarial", False, "SSP", leak_filter=False),
+    MethodSpec("ssp", "answer_entity", "exact_match", "ssp_adversarial", False, "SSP", leak_filter=False,
+               proposer_search=True),
+    # ours, not a paper's row: SSP's answer entity and reward without its proposer's search and RAG
+    # check (the proposer reads the entity's passage): the "SSP" row of the reference runs made
+    # before issue 40, kept because the tiny backbone cannot play SSP's searching proposer (README)
+    MethodSpec("ssp_no_search", "answer_entity", "exact_match", "ssp_adversarial", False,
+               "SSP w/o proposer search or RAG check (ours)", leak_filter=False),
     MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
     MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
     MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),

@@ -217,8 +217,10 @@ def ssp_adversarial(x: ProposerInputs) -> float:
 def dr_zero(x: ProposerInputs) -> float:
     """Dr. Zero style: (n - k)/(n - 1) for k of n correct; an unsolved question (k = 0) earns 0.
 
-    Hardest solvable (k = 1) scores 1, trivial (k = n) 0. Our reading of the seed README's
-    "(n - k)/(n - 1)"; needs n >= 2.
+    Hardest solvable (k = 1) scores 1, trivial (k = n) 0; needs n >= 2. The formula, its 0 for an
+    unsolved question included, is ours: no seed (000-004) states it. Seed 002 names only Dr. Zero's
+    (Yue et al. 2026) "pass-rate difficulty reward" (its Table 2's "Difficulty Only" row), computed
+    from solver rollouts, without a formula.
     """
     correct = _outcome(x).correct
     n, k = len(correct), sum(bool(c) for c in correct)

@@ -61,6 +61,9 @@ class Trajectory:
     kg_entity_ids: list[int | None] = field(default_factory=list)  # ... the entity each one linked (None: none)
     kg_tools: list[str] = field(default_factory=list)  # ... each one's tool: kg_search, or EoG's relations | neighbors
     invalid_actions: int = 0  # turns that ended in no valid action (they got the corrective message)
+    # the <information> blocks the environment inserted (document and KG results), each as the model
+    # saw it (cut to the token budget): what Eq. 8's path may be grounded in (path_support.grounded)
+    retrieved: list[str] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -92,7 +95,8 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
     ``<neighbors>``; their calls are recorded as KG calls, ``kg_queries`` with ``kg_tools``), and the
     answer is a ``;``-separated set (``scoring.answer_list``). ``user_messages`` (one per question)
     replace the solver's user turn: a proposer that searches before it writes (Dr. Free's "w/o KG"
-    row) speaks the same protocol and ends at its ``</answer>``.
+    row, SSP's searching proposer, ``method/ssp.py``) speaks the same protocol and ends at its
+    ``</answer>``.
 
     Example:
         >>> trajs = rollout(policy, tool, ["Who directed Rutel?"], 4, temperature=0)  # doctest: +SKIP
@@ -166,7 +170,7 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                 row.queries.append(query)
                 row.passage_ids += [_as_id(h.passage_id) for h in row_hits]
                 row.entity_ids += [_as_id(h.entity_id) for h in row_hits]
-                _insert(policy, row, block, max_total_tokens)
+                row.retrieved.append(_insert(policy, row, block, max_total_tokens))
         if looking_up:
             _kg_turn(policy, kg, looking_up, questions, max_total_tokens)
         if exploring:
@@ -186,7 +190,7 @@ def _kg_turn(policy, kg, looking_up: list, questions: list[str], max_total_token
         row.kg_queries.append(query)
         row.kg_entity_ids.append(hit.entity_id)
         row.kg_tools.append("kg_search")
-        _insert(policy, row, block, max_total_tokens)
+        row.retrieved.append(_insert(policy, row, block, max_total_tokens))
 
 
 def _graph_turn(policy, graph, exploring: list, max_total_tokens: int) -> None:
@@ -209,8 +213,9 @@ def _as_id(value):
     return int(value) if isinstance(value, int) or str(value).isdigit() else value
 
 
-def _insert(policy, row: Trajectory, text: str, max_total_tokens: int) -> None:
-    """Append environment text (mask 0), cut to the token budget; a cut row finishes ('length')."""
+def _insert(policy, row: Trajectory, text: str, max_total_tokens: int) -> str:
+    """Append environment text (mask 0), cut to the token budget; a cut row finishes ('length').
+    Returns the text appended."""
     ids = policy.encode(text)
     budget = max_total_tokens - row.length
     if len(ids) >= budget:
@@ -218,6 +223,7 @@ def _insert(policy, row: Trajectory, text: str, max_total_tokens: int) -> None:
         text = policy.tokenizer.decode(ids)
         row.finished_reason = "length"
     row._append(ids, text, False)
+    return text
 
 
 def batch_tensors(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, torch.Tensor]:
