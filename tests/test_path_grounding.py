@@ -17,6 +17,7 @@ from workbench.method.llm_judges import LLMPathExtractor
 from workbench.method.loop import answer_candidates, extraction_item, score_trajectory
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, Record
 from workbench.policy.rollout import Trajectory
+from test_eog_graph import con, graph_policy  # noqa: F401 (fixtures: the overfitted graph-tool policy)
 
 TITLES = {1: "Ann", 2: "Rome", 3: "Italy", 9: "Noise"}
 PARAMS = PathSupportParams()  # tau_path 0.5
@@ -130,3 +131,17 @@ def test_no_entity_absent_from_the_retrieved_passages_is_ever_on_the_path(case):
     # the prompt lists the titles of retrieved passages only, never a gold-chain entity otherwise
     listed = model.prompts[0].split("Candidates:\n")[1].splitlines()
     assert set(listed) <= {titles[e] for e in owners}
+
+
+def test_what_a_graph_tool_returned_grounds_the_path_too(graph_policy):
+    """EoG's graph tools insert triples as DynaSearcher's KG tool does: what they returned is
+    retrieved (``Trajectory.retrieved``), so the entities it names may end a path (issue 40)."""
+    from test_eog_graph import QUESTION
+    from workbench.policy.rollout import rollout
+
+    policy, tools, search = graph_policy
+    (t,) = rollout(policy, search, [QUESTION], 1, temperature=0.0, max_new_tokens=32, max_total_tokens=400,
+                   graph=tools)
+    assert len(t.retrieved) == len(t.kg_queries) == 2 and "Dagiju; Velor" in t.retrieved[1]
+    titles = {1: "Kavimo Rutel", 2: "Dagiju", 3: "Lorentia", 5: "Velor"}
+    assert answer_candidates(t, [1, 2, 3, 5], titles) == {1: "Kavimo Rutel", 2: "Dagiju", 5: "Velor"}

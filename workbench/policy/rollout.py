@@ -203,7 +203,7 @@ def _graph_turn(policy, graph, exploring: list, max_total_tokens: int) -> None:
         row.kg_queries.append(action.text)
         row.kg_entity_ids.append(hit.entity_id)
         row.kg_tools.append(action.kind)
-        _insert(policy, row, protocol.information_block(graph.render(hit)), max_total_tokens)
+        row.retrieved.append(_insert(policy, row, protocol.information_block(graph.render(hit)), max_total_tokens))
 
 
 def _as_id(value):
