@@ -38,7 +38,12 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
 def mask(text: str, title: str) -> str:
-    """``text`` without ``title`` (and the title without its parenthesised qualifier), any case."""
+    """``text`` without ``title`` (and the title without its parenthesised qualifier), any case.
+
+    Example:
+        >>> mask("A scale in music spans an octave; scales vary.", "Scale (music)")
+        'A in music spans an octave; scales vary.'
+    """
     for name in {title, re.sub(r"\s*\([^)]*\)$", "", title)}:
         if name:
             text = re.sub(r"(?<!\w)" + re.escape(name) + r"(?!\w)", " ", text, flags=re.IGNORECASE)
