@@ -10,12 +10,12 @@ from workbench.commands import add_db, add_set, db_path, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from workbench.method.methods import METHODS, method_name
+    from workbench.method.methods import method_arg, methods_help
 
     p = sub.add_parser("train", help="run the self-evolution loop (CoEvoKG, baselines, ablation rows)")
     p.add_argument("--preset", default="tiny", help="smoke | tiny | paper | paper-7b | paper-8b (default tiny)")
-    p.add_argument("--method", default="coevokg", type=method_name, choices=sorted(METHODS),
-                   help="coevokg (full), search_r1 (or Search-R1), ssp, c1 (+KG tasks), c2 (+path/difficulty rewards)")
+    p.add_argument("--method", default="coevokg", type=method_arg, metavar="METHOD",
+                   help=f"the row to train (default coevokg): {methods_help()}")
     p.add_argument("--steps", type=int, default=None, help="rounds in the run's total (default: the preset's)")
     p.add_argument("--run", required=True, help="run name (its rows and runs/<name>/ checkpoints)")
     p.add_argument("--seed", type=int, default=None)
