@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from workbench.commands import add_db, add_set, db_path, existing_db, overrides
+from workbench.commands import add_db, add_set, add_store, db_path, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,10 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = rsub.add_parser("show", help="per-round metrics of a run")
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="print a JSON list, one object per round")
-    add_db(show)
+    add_store(show)
     show.set_defaults(func=_show)
     lst = rsub.add_parser("list", help="all runs in the store")
-    add_db(lst)
+    add_store(lst)
     lst.set_defaults(func=_list)
 
 
