@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import math
@@ -550,18 +551,42 @@ def _coerce(key: str, current, value):
         raise ValueError(f"config field {key!r}: expected {_a(kind)}, got {value!r}") from None
 
 
+def did_you_mean(word: str, choices) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``choices`` to a mistyped ``word``, else ``""``.
+
+    Example:
+        >>> did_you_mean("method.lrr", ["method.lr", "pool.walks"])
+        "; did you mean 'method.lr'?"
+    """
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def field_names(cfg: Config | None = None) -> list[str]:
+    """Every ``section.field`` a ``--set`` can name.
+
+    Example:
+        >>> "method.lr" in field_names()
+        True
+    """
+    cfg = cfg or PRESETS["tiny"]
+    return [f"{s.name}.{f.name}" for s in dataclasses.fields(cfg)
+            if dataclasses.is_dataclass(getattr(cfg, s.name)) for f in dataclasses.fields(getattr(cfg, s.name))]
+
+
 def preset(name: str, **overrides) -> Config:
     """A named preset, with ``"section.field": value`` overrides, validated (:meth:`Config.validate`).
 
     Raises ValueError naming the preset or field when either is unknown or a value is unusable.
     """
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+        raise ValueError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}{did_you_mean(name, PRESETS)}")
     cfg = PRESETS[name]
     for key, value in overrides.items():
         section, _, attr = key.partition(".")
         sub = getattr(cfg, section, None)
         if sub is None or not attr or not hasattr(sub, attr):
-            raise ValueError(f"unknown config field {key!r} (expected 'section.field', e.g. 'pool.walks')")
+            raise ValueError(f"unknown config field {key!r} (expected 'section.field', e.g. 'pool.walks')"
+                             f"{did_you_mean(key, field_names(cfg))}")
         cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(sub, **{attr: _coerce(key, getattr(sub, attr), value)})})
     return cfg.validate()
