@@ -13,7 +13,7 @@ from workbench.search.server import LimitError, Limits
 def _add_index(p: argparse.ArgumentParser) -> None:
     add_store(p)
     p.add_argument("--index", choices=["bm25", "dense", "hybrid"], default="bm25",
-                   help="retrieval index (default: bm25; hybrid: both fused by reciprocal rank fusion)")
+                   help="retrieval index (default: bm25; hybrid: both fused, search.index.fuse at its defaults)")
     p.add_argument("--model", default=None,
                    help="dense encoder: a sentence-transformers or E5 path (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--e5", action=argparse.BooleanOptionalAction, default=None,
