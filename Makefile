@@ -44,9 +44,14 @@ quickstart: $(STAMP)
 	$(BIN)/workbench quickstart --preset $(PRESET)
 
 # JupyterLab from the project's venv (its python3 kernel is the venv's Python), on loopback only,
-# opened on notebooks/; the URL it prints carries the login token.
+# opened on LAB_DIR (notebooks/); the URL it prints carries the login token. LAB_FLAGS go to
+# `jupyter lab` after ours, e.g. make lab LAB_FLAGS="--port 8899 --no-browser". As root (Docker,
+# Colab) Jupyter refuses to start without --allow-root, so it is added for root only.
+LAB_DIR ?= notebooks
+LAB_FLAGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(LAB_DIR) $(LAB_ROOT) $(LAB_FLAGS)
 
 # Unit, CLI and doctests in parallel; then every notebook at smoke size under nbval (serially:
 # the notebooks share one smoke store).
