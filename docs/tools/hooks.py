@@ -1,0 +1,67 @@
+"""MkDocs hooks: pages made from the repository at build time, so the site cannot drift from it.
+
+- ``cli-reference.md``: what ``workbench --help`` and every subcommand's ``--help`` print, from
+  the same argparse parser the command builds (``workbench.cli.build_parser``).
+- ``LOG.md`` and ``log/*.md``: the log's index and its sessions, where they live in the checkout.
+- ``notebooks/NAME.ipynb``: the notebooks as ``docs/tools/execute_notebooks.py`` executed them at
+  smoke size (build/docs/notebooks), rendered by mkdocs-jupyter; a notebook not executed there is
+  rendered from notebooks/ without outputs, and the build says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[2]
+EXECUTED = ROOT / "build" / "docs"  # execute_notebooks.py writes EXECUTED/notebooks/NAME.ipynb
+log = logging.getLogger("mkdocs.hooks.workbench")
+
+
+def _subcommands(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def _walk(parser: argparse.ArgumentParser, prefix: list[str]):
+    yield prefix, parser
+    for name, sub in _subcommands(parser):
+        yield from _walk(sub, prefix + [name])
+
+
+def cli_reference() -> str:
+    """The CLI reference page: every parser's help, as the command prints it at 100 columns."""
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; a fixed width keeps builds alike
+    from workbench.cli import build_parser
+
+    lines = ["# CLI reference", "",
+             "Generated when the site is built, from the parser `workbench` itself uses: each section is",
+             "what `workbench ... --help` prints. [The command](cli.md) has worked examples.", ""]
+    for path, parser in _walk(build_parser(), []):
+        title = " ".join(["workbench", *path])
+        lines += [f"## `{title}`", "", "```text", parser.format_help().rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+@event_priority(50)  # before mkdocs-jupyter's on_files, which turns .ipynb files into pages
+def on_files(files: Files, config) -> Files:
+    files.append(File.generated(config, "cli-reference.md", content=cli_reference()))
+    for path in [ROOT / "LOG.md", *sorted((ROOT / "log").glob("*.md"))]:
+        files.append(File(str(path.relative_to(ROOT)), str(ROOT), config["site_dir"], config["use_directory_urls"]))
+    missing = []
+    for src in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        executed = EXECUTED / "notebooks" / src.name
+        base = EXECUTED if executed.exists() else ROOT
+        if not executed.exists():
+            missing.append(src.stem)
+        files.append(File(f"notebooks/{src.name}", str(base), config["site_dir"], config["use_directory_urls"]))
+    if missing:
+        log.info("notebooks rendered without outputs (not executed; see docs/tools/execute_notebooks.py): %s",
+                 ", ".join(missing))
+    return files

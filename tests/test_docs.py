@@ -1,0 +1,107 @@
+"""The README fits on a screen or two and points at what exists; the documentation site builds in
+strict mode, where a broken link fails it (issue 43)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+sys.path.insert(0, str(ROOT / "docs" / "tools"))
+import check_site  # noqa: E402
+
+
+def test_readme_is_at_most_200_lines():
+    assert len(README.splitlines()) <= 200, "README.md: keep it under 200 lines; longer text belongs in docs/"
+
+
+def test_readme_first_screen_gives_the_two_commands_and_their_times():
+    first = "\n".join(README.splitlines()[:50])
+    block = re.search(r"```bash\n(.*?)```", first, re.S)
+    assert block, "README.md: the two commands go in a ```bash block on the first screen"
+    commands = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+    assert commands == ["make quickstart", "make test"], commands
+    for command in ("`make quickstart`", "`make test`"):
+        assert re.search(re.escape(command) + r" \|[^\n]*\d+(-\d+)? min", first), f"README.md: how long {command} takes"
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert "make test" in ci, ".ci/run no longer runs `make test`: README.md's test command must be what CI runs"
+
+
+def _links(text: str) -> list[str]:
+    return [m for m in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+:", m)]
+
+
+def test_readme_links_point_at_files_that_exist():
+    missing = [link for link in _links(README) if not (ROOT / link.split("#")[0]).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_scripts_and_modules_the_docs_name_exist():
+    """A page naming `scripts/x.sh` or `workbench/x.py` (or a package-relative `method/x.py`) after
+    the file moved is stale: this names the page and the path."""
+    stale = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for path in re.findall(r"`([\w./-]+/[\w.-]+\.(?:py|sh))\b", page.read_text()):
+            if not any((base / path).exists() for base in (ROOT, ROOT / "workbench")):
+                stale.append(f"{page.relative_to(ROOT)}: {path}")
+    assert not stale, "docs name files that do not exist (moved? rename them there): " + "; ".join(stale)
+
+
+def _build(site: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.CompletedProcess:
+    # not --quiet: it hides the warnings from strict mode too, and a broken link then passes (mkdocs 1.6.1)
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    return subprocess.run([str(mkdocs), "build", "--strict", "-f", str(config), "-d", str(site)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site as `make docs` builds it, notebooks as they are in git (~15 s on 2 cores)."""
+    site = tmp_path_factory.mktemp("site")
+    done = _build(site)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return site
+
+
+def test_the_site_builds_strict_with_every_page_and_notebook(site):
+    for page in ("index.html", "start/index.html", "results/index.html", "cli-reference/index.html",
+                 "LOG/index.html", "notebooks/01_kg_walks/index.html"):
+        assert (site / page).exists(), page
+    assert len(list((site / "log").glob("*/index.html"))) >= 5, "the log's sessions are pages too"
+    assert "workbench train" in (site / "cli-reference" / "index.html").read_text(), "the CLI reference is generated"
+
+
+def test_every_internal_link_of_the_site_resolves(site):
+    assert check_site.broken_links(site) == []
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path):
+    """Our config's validation, on a copy of docs/ with one link to a page that does not exist."""
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    (docs / "cite.md").write_text((docs / "cite.md").read_text() + "\n[gone](no-such-page.md)\n")
+    config = tmp_path / "mkdocs.yml"
+    text = (ROOT / "mkdocs.yml").read_text().replace("docs_dir: docs", f"docs_dir: {docs}")
+    config.write_text(text.replace("docs/tools/hooks.py", str(ROOT / "docs" / "tools" / "hooks.py")))
+    done = _build(tmp_path / "site", config)
+    assert done.returncode != 0
+    assert "no-such-page.md" in done.stdout + done.stderr
+
+
+def test_check_site_finds_a_broken_link_and_anchor(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "index.html").write_text('<h2 id="here">x</h2><a href="../b/">b</a> <a href="#here">ok</a>'
+                                               ' <a href="#gone">x</a> <img src="pic.png">')
+    assert check_site.broken_links(tmp_path) == ["a/index.html: ../b/", "a/index.html: #gone",
+                                                  "a/index.html: pic.png"]
