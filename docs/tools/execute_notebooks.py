@@ -7,7 +7,10 @@ sharing one smoke store in OUT/../work/ as `make test` does (figures and tables 
 A notebook is executed again only when it or the workbench's code changed since (a key of their
 contents is kept beside the executed copy), so a second `make docs` takes seconds. OUT/timings.json
 records each notebook's wall seconds and the load average around it. A failing notebook stops
-the build with its error: the site never shows a half-run notebook.
+the build with its error: the site never shows a half-run notebook. In the executed copies, the
+build's own folders in printed paths (OUT/../work/ and the checkout) are written relative, as a
+reader's run prints them from the top of the checkout (`figures/01_hops.html`, not this machine's
+absolute path); nothing else in the outputs is changed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,47 @@ def code_key() -> str:
                 h.update(path.read_bytes())
     h.update((ROOT / "pyproject.toml").read_bytes())
     return h.hexdigest()
+
+
+def relative_paths(path: Path, work: Path) -> bool:
+    """Write the build's absolute folders in ``path``'s outputs relative (see the module doc); True if changed.
+
+    Example:
+        >>> relative_paths(Path("build/docs/notebooks/01_kg_walks.ipynb"), Path("build/docs/work"))  # doctest: +SKIP
+        False
+    """
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    prefixes = [str(work.resolve()) + "/", str(ROOT) + "/"]  # the deeper one first
+
+    def fix(value):
+        if isinstance(value, str):
+            for prefix in prefixes:
+                value = value.replace(prefix, "")
+            return value
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    changed = False
+    papermill = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if isinstance(papermill.get(key), str):
+            new = fix(papermill[key])
+            changed |= new != papermill[key]
+            papermill[key] = new
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            fields = [("text", output)] if "text" in output else []
+            fields += [(mime, output["data"]) for mime in output.get("data", {}) if mime.startswith("text/")]
+            for key, holder in fields:
+                new = fix(holder[key])
+                changed |= new != holder[key]
+                holder[key] = new
+    if changed:
+        nbformat.write(nb, path)
+    return changed
 
 
 def execute(names: list[str] | None, out: Path) -> dict:
@@ -72,6 +116,8 @@ def execute(names: list[str] | None, out: Path) -> dict:
                              "load_after": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
         timings_path.write_text(json.dumps(timings, indent=1, sort_keys=True) + "\n")
         print(f"  {src.name}: {seconds:.0f} s (load {load0:.1f} -> {os.getloadavg()[0]:.1f})", flush=True)
+    for done in sorted(out.glob("*.ipynb")):
+        relative_paths(done, work)
     return ran
 
 

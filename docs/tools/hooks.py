@@ -1,5 +1,6 @@
 """MkDocs hooks: pages made from the repository at build time, so the site cannot drift from it.
 
+- ``index.md`` (the home page): README.md, its links into docs/ made relative to the site.
 - ``cli-reference.md``: what ``workbench --help`` and every subcommand's ``--help`` print, from
   the same argparse parser the command builds (``workbench.cli.build_parser``).
 - ``LOG.md`` and ``log/*.md``: the log's index and its sessions, where they live in the checkout.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
@@ -49,8 +51,19 @@ def cli_reference() -> str:
     return "\n".join(lines)
 
 
+def readme_as_home() -> str:
+    """README.md as the site's home page: ``](docs/X)`` links become ``](X)``; LOG.md is at the site's top too.
+
+    Example:
+        >>> "](start.md)" in readme_as_home()
+        True
+    """
+    return re.sub(r"\]\(docs/", "](", (ROOT / "README.md").read_text())
+
+
 @event_priority(50)  # before mkdocs-jupyter's on_files, which turns .ipynb files into pages
 def on_files(files: Files, config) -> Files:
+    files.append(File.generated(config, "index.md", content=readme_as_home()))
     files.append(File.generated(config, "cli-reference.md", content=cli_reference()))
     for path in [ROOT / "LOG.md", *sorted((ROOT / "log").glob("*.md"))]:
         files.append(File(str(path.relative_to(ROOT)), str(ROOT), config["site_dir"], config["use_directory_urls"]))
