@@ -105,3 +105,35 @@ def test_check_site_finds_a_broken_link_and_anchor(tmp_path):
                                                ' <a href="#gone">x</a> <img src="pic.png">')
     assert check_site.broken_links(tmp_path) == ["a/index.html: ../b/", "a/index.html: #gone",
                                                   "a/index.html: pic.png"]
+
+
+def test_executed_copies_follow_prose_edits_without_running_again(tmp_path):
+    """execute_notebooks.py: a Markdown edit keeps the key (no new run) and is copied into the
+    executed copy; a code edit changes the key; the build's folders print relative."""
+    import execute_notebooks
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    src, dest = tmp_path / "n.ipynb", tmp_path / "out.ipynb"
+    nb = new_notebook(cells=[new_markdown_cell("# Title\nsmoke 10 s"), new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+                             new_code_cell("show(fig)")])
+    nbformat.write(nb, src)
+    executed = new_notebook(cells=[nb.cells[0].copy(), nb.cells[1].copy(),
+                                   new_code_cell("x = 2", metadata={"tags": ["injected-parameters"]}),
+                                   new_code_cell("show(fig)", outputs=[new_output(
+                                       "stream", name="stdout", text=f"{tmp_path}/work/figures/a.html\n")])])
+    executed.metadata["papermill"] = {"input_path": f"{execute_notebooks.ROOT}/notebooks/n.ipynb"}
+    nbformat.write(executed, dest)
+    key = execute_notebooks.notebook_key("base", src)
+    nb.cells[0].source = "# Title\nsmoke 12 s"
+    nbformat.write(nb, src)
+    assert execute_notebooks.notebook_key("base", src) == key
+    assert execute_notebooks.sync_markdown(src, dest)
+    assert nbformat.read(dest, as_version=4).cells[0].source == "# Title\nsmoke 12 s"
+    nb.cells[2].source = "show(fig, 'b')"
+    nbformat.write(nb, src)
+    assert execute_notebooks.notebook_key("base", src) != key
+    assert execute_notebooks.relative_paths(dest, tmp_path / "work")
+    done = nbformat.read(dest, as_version=4)
+    assert done.cells[3].outputs[0].text == "figures/a.html\n"
+    assert done.metadata.papermill.input_path == "notebooks/n.ipynb"

@@ -4,8 +4,9 @@
 
 Each notebooks/NAME.ipynb runs with papermill (`preset="smoke"`), in order, into OUT/NAME.ipynb,
 sharing one smoke store in OUT/../work/ as `make test` does (figures and tables go there too).
-A notebook is executed again only when it or the workbench's code changed since (a key of their
-contents is kept beside the executed copy), so a second `make docs` takes seconds. OUT/timings.json
+A notebook is executed again only when its code cells or the workbench's code changed since (a key
+of their contents is kept beside the executed copy), so a second `make docs` takes seconds; an edit
+of its Markdown cells alone is copied into the executed copy without running it again. OUT/timings.json
 records each notebook's wall seconds and the load average around it. A failing notebook stops
 the build with its error: the site never shows a half-run notebook. In the executed copies, the
 build's own folders in printed paths (OUT/../work/ and the checkout) are written relative, as a
@@ -80,6 +81,30 @@ def relative_paths(path: Path, work: Path) -> bool:
     return changed
 
 
+def notebook_key(base: str, src: Path) -> str:
+    """What an executed copy of ``src`` depends on: ``base`` (code_key) and its code cells, in order."""
+    import nbformat
+
+    cells = [c.source for c in nbformat.read(src, as_version=4).cells if c.cell_type == "code"]
+    return hashlib.sha256(json.dumps([base, cells]).encode()).hexdigest()
+
+
+def sync_markdown(src: Path, dest: Path) -> bool:
+    """Copy ``src``'s Markdown cells into the executed ``dest`` (same cells in the same order); True if changed."""
+    import nbformat
+
+    source, executed = nbformat.read(src, as_version=4), nbformat.read(dest, as_version=4)
+    ran = [c for c in executed.cells if "injected-parameters" not in c.metadata.get("tags", [])]  # papermill's
+    assert [c.cell_type for c in source.cells] == [c.cell_type for c in ran], dest
+    changed = False
+    for new, old in zip(source.cells, ran):
+        if new.cell_type == "markdown" and new.source != old.source:
+            old.source, changed = new.source, True
+    if changed:
+        nbformat.write(executed, dest)
+    return changed
+
+
 def execute(names: list[str] | None, out: Path) -> dict:
     """Execute the notebooks (all, or those named) into ``out``; return {name: seconds} of those run."""
     import papermill
@@ -99,9 +124,10 @@ def execute(names: list[str] | None, out: Path) -> dict:
     for src in sorted((ROOT / "notebooks").glob("*.ipynb")):
         if names and src.stem not in names:
             continue
-        key = hashlib.sha256(base.encode() + src.read_bytes()).hexdigest()
+        key = notebook_key(base, src)
         dest, stamp = out / src.name, out / f"{src.stem}.key"
         if dest.exists() and stamp.exists() and stamp.read_text() == key:
+            sync_markdown(src, dest)
             continue
         stamp.unlink(missing_ok=True)
         load0, start = os.getloadavg()[0], time.perf_counter()
