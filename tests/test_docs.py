@@ -52,7 +52,7 @@ def test_scripts_and_modules_the_docs_name_exist():
     stale = []
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for path in re.findall(r"`([\w./-]+/[\w.-]+\.(?:py|sh))\b", page.read_text()):
-            if not any((base / path).exists() for base in (ROOT, ROOT / "workbench")):
+            if not any((base / path).exists() for base in (ROOT, ROOT / "workbench", page.parent)):
                 stale.append(f"{page.relative_to(ROOT)}: {path}")
     assert not stale, "docs name files that do not exist (moved? rename them there): " + "; ".join(stale)
 
@@ -80,6 +80,9 @@ def test_the_site_builds_strict_with_every_page_and_notebook(site):
         assert (site / page).exists(), page
     assert len(list((site / "log").glob("*/index.html"))) >= 5, "the log's sessions are pages too"
     assert "workbench train" in (site / "cli-reference" / "index.html").read_text(), "the CLI reference is generated"
+    modules = (site / "reference" / "modules" / "index.html").read_text()
+    assert all(f"<code>{p.name}</code>" in modules for p in (ROOT / "workbench").rglob("*.py")), "every module listed"
+    assert "Every edge of the hyperlink graph" in (site / "notebooks" / "01_kg_walks" / "index.html").read_text()
 
 
 def test_every_internal_link_of_the_site_resolves(site):

@@ -3,6 +3,8 @@
 - ``index.md`` (the home page): README.md, its links into docs/ made relative to the site.
 - ``cli-reference.md``: what ``workbench --help`` and every subcommand's ``--help`` print, from
   the same argparse parser the command builds (``workbench.cli.build_parser``).
+- ``reference/modules.md``: every module of the package with the first line of its docstring, read
+  from the source (nothing imported), so a module that moves is listed where it now is.
 - ``LOG.md`` and ``log/*.md``: the log's index and its sessions, where they live in the checkout.
 - ``notebooks/NAME.ipynb``: the notebooks as ``docs/tools/execute_notebooks.py`` executed them at
   smoke size (build/docs/notebooks), rendered by mkdocs-jupyter; a notebook not executed there is
@@ -12,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import logging
 import os
 import re
@@ -61,10 +64,26 @@ def readme_as_home() -> str:
     return re.sub(r"\]\(docs/", "](", (ROOT / "README.md").read_text())
 
 
+def module_list() -> str:
+    """The generated module list: a section a folder of ``workbench/``, a line a module with its docstring's first paragraph."""
+    lines = ["# Every module", "",
+             "Generated when the site is built, from the package's source: each module and the first",
+             "paragraph of its docstring. [Where to look](layout.md) has the map by layer.", ""]
+    folder = None
+    for path in sorted((ROOT / "workbench").rglob("*.py"), key=lambda p: (p.parent != ROOT / "workbench", p.parent, p.name)):
+        if path.parent != folder:
+            folder = path.parent
+            lines += ["", f"## `{folder.relative_to(ROOT)}/`", ""]
+        doc = ast.get_docstring(ast.parse(path.read_text())) or "(no docstring)"
+        lines.append(f"- **`{path.name}`**: " + " ".join(doc.split("\n\n")[0].split()))
+    return "\n".join(lines) + "\n"
+
+
 @event_priority(50)  # before mkdocs-jupyter's on_files, which turns .ipynb files into pages
 def on_files(files: Files, config) -> Files:
     files.append(File.generated(config, "index.md", content=readme_as_home()))
     files.append(File.generated(config, "cli-reference.md", content=cli_reference()))
+    files.append(File.generated(config, "reference/modules.md", content=module_list()))
     for path in [ROOT / "LOG.md", *sorted((ROOT / "log").glob("*.md"))]:
         files.append(File(str(path.relative_to(ROOT)), str(ROOT), config["site_dir"], config["use_directory_urls"]))
     missing = []
