@@ -140,3 +140,26 @@ def test_executed_copies_follow_prose_edits_without_running_again(tmp_path):
     done = nbformat.read(dest, as_version=4)
     assert done.cells[3].outputs[0].text == "figures/a.html\n"
     assert done.metadata.papermill.input_path == "notebooks/n.ipynb"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
+                    reason="no chromium (apt-get install chromium)")
+def test_the_site_reads_in_a_browser_at_laptop_and_phone_width(site, tmp_path):
+    """Headless Chromium on the built site (docs/tools/screenshots.py): every page of its list loads,
+    runs no failing script and is no wider than a laptop's or a phone's window (a table wider than
+    the page scrolls inside it); the notebooks' pages show their figures when `make docs` executed
+    them. The screenshots land in tmp_path for a person to look at."""
+    pytest.importorskip("playwright.sync_api")
+    import screenshots
+
+    executed = (ROOT / "build" / "docs" / "notebooks" / "07_paper_figures.ipynb").exists()
+    rows = screenshots.shoot(site, tmp_path, screenshots.PAGES)
+    assert len(rows) == 2 * len(screenshots.PAGES)
+    for row in rows:
+        where = f"{row['page']} at {row['width']} px"
+        assert row["status"] == 200 and not row["errors"], (where, row)
+        assert row["overflow_px"] <= 0, f"{where}: {row['overflow_px']} px wider than the window"
+        if executed and row["page"].startswith("notebooks/"):
+            assert row["figures"] > 0, f"{where}: no figure drawn"
+    assert (tmp_path / "index-phone.png").stat().st_size > 10_000
