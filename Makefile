@@ -9,7 +9,7 @@ PRESET ?= tiny
 # What test-pythons runs in each interpreter's venv (test-unit: no notebooks; `test`: all of it).
 PYTHONS_GOAL ?= test-unit
 
-.PHONY: setup quickstart lab test test-unit test-slow test-pythons figures bench clean-venv FORCE
+.PHONY: setup quickstart lab docs test test-unit test-slow test-pythons figures bench clean-venv FORCE
 
 # Every goal but these needs the interpreter; none is looked for when only these are asked for.
 ifneq ($(filter-out clean-venv test-pythons,$(or $(MAKECMDGOALS),setup)),)
@@ -38,15 +38,34 @@ endif
 endif
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e .
+ifeq ($(VENV),.venv)
+	@scripts/git_nbstripout.sh
+endif
 	@touch $(STAMP)
 
 quickstart: $(STAMP)
 	$(BIN)/workbench quickstart --preset $(PRESET)
 
 # JupyterLab from the project's venv (its python3 kernel is the venv's Python), on loopback only,
-# opened on notebooks/; the URL it prints carries the login token.
+# opened on LAB_DIR (notebooks/); the URL it prints carries the login token. LAB_FLAGS go to
+# `jupyter lab` after ours, e.g. make lab LAB_FLAGS="--port 8899 --no-browser". As root (Docker,
+# Colab) Jupyter refuses to start without --allow-root, so it is added for root only.
+LAB_DIR ?= notebooks
+LAB_FLAGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(LAB_DIR) $(LAB_ROOT) $(LAB_FLAGS)
+
+# The documentation site in build/site/: every notebook executed at smoke size into build/docs/
+# (again only when it or the code changed), then MkDocs Material in strict mode, where a broken
+# link or anchor fails the build, and check_site.py follows every internal link of the HTML it
+# wrote (the notebooks' pages too). tests/test_docs.py runs the same build (notebooks unexecuted).
+# NO_MKDOCS_2_WARNING: Material's end-of-life banner (May 2027), read and noted in docs/start.md.
+docs: $(STAMP)
+	$(BIN)/python docs/tools/execute_notebooks.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(BIN)/python docs/tools/check_site.py build/site
+	@echo "open build/site/index.html (or: $(BIN)/mkdocs serve)"
 
 # Unit, CLI and doctests in parallel; then every notebook at smoke size under nbval (serially:
 # the notebooks share one smoke store).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -36,6 +37,16 @@ def test_a_markdown_cell_comes_first(nb):
     path, notebook = nb
     assert notebook.cells and notebook.cells[0].cell_type == "markdown", f"{path.name}: start with a markdown cell"
     assert notebook.cells[0].source.lstrip().startswith("#"), f"{path.name}: the top cell needs a title"
+
+
+def test_the_top_cell_says_how_long_run_all_takes_at_each_preset(nb):
+    """Before a reader presses Run All (notebook 06 at tiny size takes about four hours; issue 43)."""
+    path, notebook = nb
+    line = next((l for l in notebook.cells[0].source.split("\n\n") if "Run All on a 2-core CPU:" in l), "")
+    assert line, f"{path.name}: the top cell needs a '**Run All on a 2-core CPU:** smoke ...; tiny ...' line"
+    for preset in ("smoke", "tiny"):
+        assert re.search(preset + r"\b[^;]*?\d+(\.\d+)?\s*(s|min|h|hours?)\b", line), \
+            f"{path.name}: the Run All line gives no time for {preset}: {line!r}"
 
 
 def test_first_code_cell_is_tagged_parameters_and_holds_only_literals(nb):

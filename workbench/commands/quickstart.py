@@ -4,6 +4,7 @@ executed copy under the runs folder, and say where the figures are."""
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 
 from workbench.commands import add_db
@@ -21,14 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _quickstart(args: argparse.Namespace) -> int:
-    import logging
-
     import papermill
 
-    # papermill streams the notebook's own output (progress bars, prints) through logging
+    # papermill streams the notebook's own output (progress bars, prints, tables) through logging,
+    # beside lines of its own (each cell's start and end) that are not what a user reads
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("traitlets", "asyncio", "httpx", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("papermill").addFilter(notebook_output_only)
+    from traitlets.config import Config
 
     from workbench import paths
     from workbench.config import preset
@@ -41,7 +43,10 @@ def _quickstart(args: argparse.Namespace) -> int:
     out = paths.runs_dir() / "quickstart" / f"00_quickstart-{args.preset}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    print(f"quickstart ({args.preset}): running {src.name}; its output follows")
+    # CurveZMQ keys for the kernel (its spec declares them), so it warns of no plain-text TCP
     papermill.execute_notebook(str(src), str(out), cwd=str(src.parent), progress_bar=False, log_output=True,
+                               config=Config(KernelManager={"transport_encryption": "auto"}),
                                parameters={"preset": args.preset, "seed": args.seed, "db": args.db or "",
                                            **{k: v for k, v in (("steps", args.steps), ("slots", args.slots))
                                               if v is not None}})
@@ -50,3 +55,20 @@ def _quickstart(args: argparse.Namespace) -> int:
     print(f"executed notebook: {out}")
     print(f"figures: {paths.figures_dir()}  (open the .html files in a browser)")
     return 0
+
+
+# What papermill logs of its own around the notebook's output (execute.py, engines.py).
+_PAPERMILL_OWN = ("Input Notebook:", "Output Notebook:", "Working directory:", "Executing notebook with kernel",
+                  "Executing Cell", "Ending Cell")
+
+
+def notebook_output_only(record: logging.LogRecord) -> bool:
+    """A logging filter that keeps the notebook's own output and drops papermill's cell markers.
+
+    Example:
+        >>> notebook_output_only(logging.makeLogRecord({"msg": "Ending Cell 3---"}))
+        False
+        >>> notebook_output_only(logging.makeLogRecord({"msg": "round 2 of 6"}))
+        True
+    """
+    return not record.getMessage().startswith(_PAPERMILL_OWN)
