@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from workbench import cli, compare, figures, store
+from workbench import batch, cli, compare, figures, store
 
 # (run, method, seed): two methods x two seeds, and one more run no glob below picks
 RUNS = [("sr-s0", "search_r1", 0), ("sr-s1", "search_r1", 1), ("co-s0", "coevokg", 0), ("co-s1", "coevokg", 1),
@@ -103,3 +104,70 @@ def test_group_by_seed_and_none():
     assert compare.group_runs(runs, "none").tolist() == ["a", "b"]
     with pytest.raises(ValueError, match="--group-by 'x'"):
         compare.group_runs(runs, "x")
+
+
+# ------------------------------------------------------------------------------ batch summaries
+
+METHODS_PROBE = Path(__file__).parent / "fixtures" / "batch_methods_probe.ipynb"  # records <method>_score
+
+
+def _half(values):
+    return stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / np.sqrt(len(values))
+
+
+def test_a_2x2_batch_summary_is_per_method_means_over_seeds_with_intervals(tmp_path, no_browser):
+    """Issue 43: 2 seeds x 2 methods gave a sparse wide table (NaN where a point ran no method), no mean."""
+    grid = batch.parse_grid({"method": ["a", "b"], "seed": [0, 1]})
+    batch.run_batch(METHODS_PROBE, grid, out_dir=tmp_path, progress=False)
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert list(summary.columns) == ["method", "output", "seeds", "mean", "95% low", "95% high", "values"]
+    score = summary[summary.output == "score"].set_index("method")
+    assert score.seeds.tolist() == [2, 2] and score["mean"].tolist() == [11.0, 21.0]  # a: 10, 12; b: 20, 22
+    assert score.loc["a", "95% high"] == pytest.approx(11.0 + _half([10.0, 12.0]))
+    assert summary[summary.output == "rounds"]["mean"].tolist() == [3.0, 3.0]
+    assert not summary[["mean", "95% low", "95% high"]].isna().any().any()
+    assert "| method | output | seeds | mean |" in (tmp_path / "summary.md").read_text()
+    points = pd.read_csv(tmp_path / "points.csv")  # every point side by side, as before
+    assert len(points) == 4 and {"a_score", "b_score"} <= set(points.columns)
+
+
+def test_summary_figure_has_no_empty_panel_and_names_each_group():
+    long = pd.DataFrame(dict(method=["ssp", "ssp", "c1", "c1"] * 3, seed=[0, 1, 0, 1] * 3,
+                             output=["val_em"] * 4 + ["test_em"] * 4 + ["secs"] * 4, value=np.arange(12.0)))
+    fig = compare.over_seeds_figure(compare.over_seeds(long), long, "demo")
+    used = {t.xaxis for t in fig.data}
+    axes = {k.replace("axis", "") for k in fig.layout.to_plotly_json() if k.startswith("xaxis")}
+    assert used == axes and len(axes) == 3  # three outputs, three panels: the odd one spans its row
+    assert [t.name for t in fig.data if t.showlegend] == ["ssp", "c1", "one seed"]
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert all(t.error_y.visible for t in bars)  # two seeds each: every bar has its interval
+
+
+def test_points_long_splits_method_prefixed_outputs_of_a_methods_list():
+    rs = [batch.PointResult("p", {"methods": ["ssp", "c1"], "seed": s, "preset": "smoke"}, "done", 1.0,
+                            {"ssp_test_em": 50.0 + s, "c1_test_em": 60.0 + s, "note": "text"}) for s in (0, 1)]
+    rs.append(batch.PointResult("q", {"methods": ["ssp", "c1"], "seed": 2, "preset": "smoke"}, "failed", 1.0, {}))
+    table = compare.over_seeds(compare.points_long(rs))
+    assert table[["method", "output", "seeds", "mean"]].values.tolist() == [["ssp", "test_em", 2, 50.5],
+                                                                            ["c1", "test_em", 2, 60.5]]
+
+
+def test_force_reruns_finished_points_deleting_only_what_the_batch_made(tmp_path, no_browser, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DATA", str(tmp_path / "data"))
+    (tmp_path / "data" / "cache").mkdir(parents=True)
+    (tmp_path / "data" / "cache" / "keep.txt").write_text("shared")
+    out = tmp_path / "out"
+    grid = batch.parse_grid({"method": "a", "seed": [0, 1]})
+    first = batch.run_batch(METHODS_PROBE, grid, out_dir=out, progress=False)
+    (out / "mine.txt").write_text("not the batch's")
+    assert [r.status for r in batch.run_batch(METHODS_PROBE, grid, out_dir=out, progress=False)] == ["skipped"] * 2
+    again = batch.run_batch(METHODS_PROBE, grid, out_dir=out, progress=False, force=True, log=lambda *_: None)
+    assert [r.status for r in again] == ["done", "done"]
+    assert [r.notebook for r in again] == [r.notebook for r in first]
+    assert (out / "mine.txt").exists() and (tmp_path / "data" / "cache" / "keep.txt").read_text() == "shared"
+    # an executed notebook that is not this point's run is refused, and nothing is deleted
+    label = batch.point_label(grid[0])
+    (out / f"{label}.ipynb").write_bytes((out / f"{batch.point_label(grid[1])}.ipynb").read_bytes())
+    with pytest.raises(ValueError, match=r"--force: .* is not this batch's run of point method=a,seed=0"):
+        batch.run_batch(METHODS_PROBE, grid, out_dir=out, progress=False, force=True)
+    assert (out / f"{label}.ipynb").exists() and (out / label).is_dir()

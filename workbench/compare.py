@@ -269,7 +269,16 @@ def over_seeds(long: pd.DataFrame) -> pd.DataFrame:
                      "95% low": stats.low, "95% high": stats.high,
                      "values": " ".join(f"{v:.4g}" for v in part.value)})
     out = pd.DataFrame(rows, columns=columns)
-    return out.sort_values(["output", *keys], kind="stable").reset_index(drop=True)
+    order = {o: i for i, o in enumerate(dict.fromkeys(long.output))}  # outputs, then groups, as first recorded
+    return out.sort_values("output", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
+
+
+def _group_labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """A group's name on an axis: its method as is, other parameters as ``name=value``."""
+    if not keys:
+        return pd.Series("all points", df.index)
+    parts = [df[k].astype(str) if k == "method" else k + "=" + df[k].astype(str) for k in keys]
+    return pd.concat(parts, axis=1).agg(" · ".join, axis=1)
 
 
 def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go.Figure:
@@ -284,7 +293,7 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
     from workbench import figures
 
     keys = [c for c in table.columns if c not in ("output", "seeds", "mean", "95% low", "95% high", "values")]
-    label = (table[keys].astype(str).agg(" · ".join, axis=1) if keys else pd.Series("all points", table.index))
+    label = _group_labels(table, keys)
     outputs = list(dict.fromkeys(table.output))
     cols = 1 if len(outputs) == 1 else 2
     rows = math.ceil(len(outputs) / cols)
@@ -295,7 +304,7 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
     fig = make_subplots(rows=rows, cols=cols, specs=specs, subplot_titles=outputs,
                         vertical_spacing=min(0.3, 0.5 / rows), horizontal_spacing=0.12)
     colours = {g: figures.run_colour(i) for i, g in enumerate(dict.fromkeys(label))}
-    long_label = (long[keys].astype(str).agg(" · ".join, axis=1) if keys else pd.Series("all points", long.index))
+    long_label = _group_labels(long, keys)
     for i, output in enumerate(outputs):
         where = dict(row=i // cols + 1, col=i % cols + 1)
         part = table[table.output == output]

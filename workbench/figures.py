@@ -819,7 +819,7 @@ def band_traces(band: pd.DataFrame, name: str, colour: str, key: str, dash: str 
     """
     band = band.dropna(subset=["mean"])
     fill = go.Scatter(x=[*band["round"], *band["round"][::-1]], y=[*band.high, *band.low[::-1]], fill="toself",
-                      fillcolor=_rgba(colour, 0.15), line=dict(width=0), hoverinfo="skip", name=name,
+                      fillcolor=_rgba(colour, 0.15), line=dict(width=0), mode="lines", hoverinfo="skip", name=name,
                       legendgroup=name, showlegend=False)
     mean = go.Scatter(x=band["round"], y=band["mean"], mode="lines", name=name, legendgroup=name, showlegend=legend,
                       line=dict(color=colour, width=2.5, dash=dash), customdata=band[["low", "high"]],

@@ -16,8 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "OUT/<point>/ (its own store, a copy of data/<preset>.duckdb; runs; figures; the warm-start "
                     "cache shared). Finished points are skipped. Kept in OUT (default runs/batch/<name>/): "
                     "the executed notebooks, named by their parameters (seed=1,method=c2-<id>.ipynb), the "
-                    "record batch.duckdb (batch_results) and summary.md/.csv/.html, the points' recorded "
-                    "outputs side by side. Exit status 1 when any point failed.")
+                    "record batch.duckdb (batch_results), summary.md/.csv/.html/.png (each recorded output per "
+                    "method, mean over seeds with a 95%% t interval) and points.md/.csv (every point side by "
+                    "side). Exit status 1 when any point failed.")
     parser.add_argument("notebook", nargs="?", help="the notebook to run (its first code cell is tagged `parameters`)")
     parser.add_argument("--grid", default=None,
                         help="YAML: a mapping name -> list of values (cartesian product) or a list of mappings")
@@ -30,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--db", default=None,
                         help="where the batch's record (batch_results) goes (default: OUT/batch.duckdb); "
                              "the points' own stores are set with -p db")
+    parser.add_argument("--force", action="store_true",
+                        help="run finished points again (without it they are skipped): deletes each point's "
+                             "executed notebook, outputs file and folder first, and only those")
     parser.add_argument("--list", action="store_true",
                         help="show the batches under runs/batch/, or with NOTEBOOK / --name / --out one batch's "
                              "points: status, recorded outputs, executed notebook")
@@ -48,8 +52,14 @@ def _run(args: argparse.Namespace) -> int:
     grid = batch.load_grid(args.grid) if args.grid else [{}]
     grid = batch.combine(grid, batch.cli_axes(args.param))
     results = batch.run_batch(args.notebook, grid, name=args.name, out_dir=args.out, jobs=args.jobs,
-                              db=args.db, kernel_name=args.kernel)
+                              db=args.db, kernel_name=args.kernel, force=args.force)
     print(batch.summary_table(results).to_string(index=False))
+    from workbench import compare
+
+    grouped = compare.over_seeds(compare.points_long(results))
+    if len(grouped):
+        print("\nmean over seeds, 95% t interval (summary.md):")
+        print(grouped.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     out = args.out or batch.default_out(args.name or Path(args.notebook).stem)
     print(f"batch folder {out} (a point's store, runs and figures: the folder named as its notebook); "
           f"record {args.db or batch.record_path(out)}; `workbench batch {args.notebook} --list` shows it again")
