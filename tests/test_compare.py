@@ -138,9 +138,9 @@ def test_summary_figure_has_no_empty_panel_and_names_each_group():
     used = {t.xaxis for t in fig.data}
     axes = {k.replace("axis", "") for k in fig.layout.to_plotly_json() if k.startswith("xaxis")}
     assert used == axes and len(axes) == 3  # three outputs, three panels: the odd one spans its row
-    assert [t.name for t in fig.data if t.showlegend] == ["ssp", "c1", "one seed"]
-    bars = [t for t in fig.data if t.type == "bar"]
-    assert all(t.error_y.visible for t in bars)  # two seeds each: every bar has its interval
+    assert [t.name for t in fig.data if t.showlegend] == ["one seed", "ssp", "c1"]
+    means = [t for t in fig.data if t.name != "one seed"]
+    assert len(means) == 6 and all(t.error_y.visible for t in means)  # two seeds each: every mean has its interval
 
 
 def test_points_long_splits_method_prefixed_outputs_of_a_methods_list():
@@ -171,3 +171,44 @@ def test_force_reruns_finished_points_deleting_only_what_the_batch_made(tmp_path
     with pytest.raises(ValueError, match=r"--force: .* is not this batch's run of point method=a,seed=0"):
         batch.run_batch(METHODS_PROBE, grid, out_dir=out, progress=False, force=True)
     assert (out / f"{label}.ipynb").exists() and (out / label).is_dir()
+
+
+# ------------------------------------------------------------- on runs trained for real (slow)
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A smoke store with Search-R1 and CoEvoKG trained two rounds at seeds 0 and 1, and one SSP run."""
+    from workbench.method.train import train
+
+    area = tmp_path_factory.mktemp("trained")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WORKBENCH_RUNS", str(area / "runs"))
+    db = area / "smoke.duckdb"
+    try:
+        for run, method, seed in [("sr-s0", "search_r1", 0), ("sr-s1", "search_r1", 1), ("co-s0", "coevokg", 0),
+                                  ("co-s1", "coevokg", 1), ("ssp-s0", "ssp", 0)]:
+            train(str(db), run=run, method=method, preset="smoke", steps=2, seed=seed, progress=False, log=None)
+    finally:
+        mp.undo()
+    return db
+
+
+@pytest.mark.slow
+def test_figures_on_trained_runs_draw_two_groups_with_seed_bands(trained, tmp_path, no_browser, capsys):
+    out = tmp_path / "figs"
+    assert cli.main(["figures", "--db", str(trained), "--out", str(out), "--run", "sr*", "--run", "co*",
+                     "--group-by", "method"]) == 0
+    con = figures.open_store(trained)
+    runs = compare.select_runs(figures.store_runs(con), ["sr*", "co*"])
+    metrics = figures.run_metrics(con)
+    con.close()
+    fig = compare.compare_figure(runs, metrics, "method")
+    legend = [t for t in fig.data if t.showlegend]
+    assert [t.name for t in legend] == ["Search-R1 (2 runs)", "CoEvoKG (2 runs)"]
+    assert len({t.line.color for t in legend}) == 2
+    val = metrics[metrics.run.isin(["co-s0", "co-s1"])].groupby("round").val_em.mean()
+    mean = [t for t in fig.data if t.name == "CoEvoKG (2 runs)" and t.fill is None and t.xaxis == "x"][0]
+    assert list(mean.y) == pytest.approx(val.tolist())
+    assert [t.fill for t in fig.data if t.xaxis == "x"].count("toself") == 2  # a band per group
+    figure3 = (out / "figure3_training_dynamics.html").read_text()
+    assert "sr-s0" in figure3 and "ssp-s0" not in figure3  # the paper figures show the chosen runs alone

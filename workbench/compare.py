@@ -145,6 +145,9 @@ def compare_figure(runs: pd.DataFrame, metrics: pd.DataFrame, by: str = "method"
                 continue
             traces = figures.band_traces(band, name, figures.run_colour(i), key, legend=row == 1,
                                          spread="95% t interval")
+            if len(band) == 1 and len(members) > 1:  # one round: a band of no width, so whiskers instead
+                traces[1].error_y = dict(type="data", symmetric=False, array=band.high - band["mean"],
+                                         arrayminus=band["mean"] - band.low, color=figures.run_colour(i))
             for trace in traces if len(members) > 1 else traces[1:]:
                 fig.add_trace(trace, row=row, col=1)
             figures.whole_ticks(fig, int(metrics["round"].max()), title_text="round" if row == len(keys) else None,
@@ -282,13 +285,14 @@ def _group_labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
 
 
 def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go.Figure:
-    """One panel per output: a bar per group at its mean over seeds, the 95% t interval as an error
-    bar and each seed's value as a dot; groups keep one colour across panels, the legend names them.
+    """One panel per output: per group a bar mark at its mean over seeds, whiskers for the 95% t
+    interval and each seed's value as a circle (the axis follows the values, not zero, so close
+    means stay apart); groups keep one colour across panels, the legend names them.
 
     Example:
         >>> long = pd.DataFrame(dict(method=["a", "a"], seed=[0, 1], output=["em", "em"], value=[1.0, 3.0]))
-        >>> [t.type for t in over_seeds_figure(over_seeds(long), long, "demo").data]
-        ['bar', 'scatter']
+        >>> [t.name for t in over_seeds_figure(over_seeds(long), long, "demo").data]
+        ['one seed', 'a']
     """
     from workbench import figures
 
@@ -308,27 +312,33 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
     for i, output in enumerate(outputs):
         where = dict(row=i // cols + 1, col=i % cols + 1)
         part = table[table.output == output]
+        dots = long[long.output == output]
+        # seeds first, so the mean's mark lies on top; a little to the right of it, not hidden under it
+        fig.add_trace(go.Scatter(x=long_label[dots.index], y=dots.value, mode="markers", name="one seed",
+                                 legendgroup="seeds", showlegend=i == 0,
+                                 marker=dict(color="rgba(40, 40, 40, 0.55)", size=7, symbol="circle-open"),
+                                 customdata=dots[SEED_PARAM], hovertemplate="seed %{customdata}: %{y:.4g}<extra></extra>"),
+                      **where)
         for idx, r in part.iterrows():
             g = label[idx]
             spread = r["95% high"] - r["mean"] if pd.notna(r["95% high"]) else None
-            fig.add_trace(go.Bar(x=[g], y=[r["mean"]], name=g, legendgroup=g, showlegend=i == 0,
-                                 marker_color=colours[g], opacity=0.8,
-                                 error_y=dict(type="data", array=[spread], visible=spread is not None, color="#333"),
-                                 hovertemplate=f"{g}<br>{output}: %{{y:.4g}} over {r.seeds} seed(s)"
-                                               f"<extra>95% {r['95% low']:.4g}-{r['95% high']:.4g}</extra>"), **where)
-        dots = long[(long.output == output)]
-        fig.add_trace(go.Scatter(x=long_label[dots.index], y=dots.value, mode="markers", name="one seed",
-                                 legendgroup="seeds", showlegend=i == 0, marker=dict(color="#222", size=7, symbol="circle-open"),
-                                 customdata=dots[SEED_PARAM], hovertemplate="seed %{customdata}: %{y:.4g}<extra></extra>"),
-                      **where)
-    fig.update_xaxes(automargin=True, tickangle=0)
-    fig.update_yaxes(automargin=True, rangemode="tozero")
+            fig.add_trace(go.Scatter(x=[g], y=[r["mean"]], mode="markers+text", name=g, legendgroup=g, showlegend=i == 0,
+                                     text=[f"n={r.seeds}"], textposition="middle right", textfont=dict(size=11),
+                                     marker=dict(color=colours[g], size=26, symbol="line-ew", line=dict(width=4,
+                                                                                                      color=colours[g])),
+                                     error_y=dict(type="data", array=[spread], visible=spread is not None,
+                                                  color=colours[g], thickness=2.5, width=10),
+                                     hovertemplate=f"{g}<br>{output}: mean %{{y:.4g}} over {r.seeds} seed(s)"
+                                                   f"<br>95% t interval {r['95% low']:.4g} to {r['95% high']:.4g}"
+                                                   "<extra></extra>"), **where)
+    fig.update_xaxes(automargin=True, tickangle=0, type="category")
+    fig.update_yaxes(automargin=True)
     n_seeds = int(table.seeds.max()) if len(table) else 0
-    subtitle = (f"bar: mean over seeds ({n_seeds} at most); error bar: 95% t interval; dots: each seed"
+    subtitle = (f"thick mark: the mean over n seeds ({n_seeds} at most), whiskers: its 95% t interval, circles: each seed"
                 + (f"; groups: {' · '.join(keys)}" if keys else ""))
     fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle), yref="container", y=1, yanchor="top",
                                  pad=dict(t=14)),
-                      template="plotly_white", height=320 * rows + 150, margin=dict(t=110, b=40), bargap=0.35,
+                      template="plotly_white", height=320 * rows + 150, margin=dict(t=110, b=40),
                       legend=dict(orientation="h", yanchor="top", y=-0.12 / rows, xanchor="left", x=0))
     fig.update_annotations(font_size=13, yshift=6)
     return fig

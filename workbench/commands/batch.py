@@ -53,7 +53,8 @@ def _run(args: argparse.Namespace) -> int:
     grid = batch.combine(grid, batch.cli_axes(args.param))
     results = batch.run_batch(args.notebook, grid, name=args.name, out_dir=args.out, jobs=args.jobs,
                               db=args.db, kernel_name=args.kernel, force=args.force)
-    print(batch.summary_table(results).to_string(index=False))
+    table = batch.summary_table(results)  # the points' status; their outputs per group follow
+    print(table.drop(columns=table.attrs["outputs"]).to_string(index=False))
     from workbench import compare
 
     grouped = compare.over_seeds(compare.points_long(results))
