@@ -212,3 +212,11 @@ def test_figures_on_trained_runs_draw_two_groups_with_seed_bands(trained, tmp_pa
     assert [t.fill for t in fig.data if t.xaxis == "x"].count("toself") == 2  # a band per group
     figure3 = (out / "figure3_training_dynamics.html").read_text()
     assert "sr-s0" in figure3 and "ssp-s0" not in figure3  # the paper figures show the chosen runs alone
+
+
+def test_a_short_band_draws_no_stray_markers_at_its_corners():
+    """With fewer than 20 rounds plotly drew the band polygon's corners as markers in another colour."""
+    band = pd.DataFrame(dict(round=[0, 1, 2], mean=[0.5, 0.6, 0.7], low=[0.4, 0.5, 0.6], high=[0.6, 0.7, 0.8]))
+    fill, mean = figures.band_traces(band, "g", "#ff0000", "val_em", spread="95% t interval")
+    assert fill.mode == "lines" and fill.line.width == 0
+    assert "95% t interval" in mean.hovertemplate
