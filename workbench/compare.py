@@ -323,7 +323,7 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
             g = label[idx]
             spread = r["95% high"] - r["mean"] if pd.notna(r["95% high"]) else None
             fig.add_trace(go.Scatter(x=[g], y=[r["mean"]], mode="markers+text", name=g, legendgroup=g, showlegend=i == 0,
-                                     text=[f"n={r.seeds}"], textposition="middle right", textfont=dict(size=11),
+                                     text=[f" n={r.seeds}"], textposition="middle right", textfont=dict(size=11),
                                      marker=dict(color=colours[g], size=26, symbol="line-ew", line=dict(width=4,
                                                                                                       color=colours[g])),
                                      error_y=dict(type="data", array=[spread], visible=spread is not None,
@@ -331,6 +331,9 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
                                      hovertemplate=f"{g}<br>{output}: mean %{{y:.4g}} over {r.seeds} seed(s)"
                                                    f"<br>95% t interval {r['95% low']:.4g} to {r['95% high']:.4g}"
                                                    "<extra></extra>"), **where)
+        # half a category of room each side: plotly puts the first and last group on the panel's edges
+        shown = len(set(label[part.index]) | set(long_label[dots.index]))
+        fig.update_xaxes(range=[-0.6, shown - 0.4], **where)
     fig.update_xaxes(automargin=True, tickangle=0, type="category")
     fig.update_yaxes(automargin=True)
     n_seeds = int(table.seeds.max()) if len(table) else 0
