@@ -36,6 +36,9 @@ GROUP_BY = ("method", "seed", "none")  # "none": every run its own group
 # The training curves compared, in panel order: (run_metrics key, axis title); absent keys are left out.
 CURVES = (("val_em", "validation EM"), ("solver_reward", "solver reward"), ("proposer_reward", "proposer reward"),
           ("seed_fallback_rate", "seed fallback rate"), ("kl", "KL to the reference"))
+SHARES = ("val_em", "seed_fallback_rate")  # drawn on 0..1
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")  # a group's marks, in order
+DASHES = ("solid", "dash", "dot", "dashdot")
 SHOWN_NAMES = 12  # runs named in an error before "and N more"
 
 
@@ -145,6 +148,9 @@ def compare_figure(runs: pd.DataFrame, metrics: pd.DataFrame, by: str = "method"
                 continue
             traces = figures.band_traces(band, name, figures.run_colour(i), key, legend=row == 1,
                                          spread="95% t interval")
+            # a mark and a dash of its own: a group whose line lies on another's (both at 0) still shows
+            traces[1].update(mode="lines+markers", marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8), cliponaxis=False,
+                             line=dict(dash=DASHES[i % len(DASHES)]))
             if len(band) == 1 and len(members) > 1:  # one round: a band of no width, so whiskers instead
                 traces[1].error_y = dict(type="data", symmetric=False, array=band.high - band["mean"],
                                          arrayminus=band["mean"] - band.low, color=figures.run_colour(i))
@@ -152,7 +158,15 @@ def compare_figure(runs: pd.DataFrame, metrics: pd.DataFrame, by: str = "method"
                 fig.add_trace(trace, row=row, col=1)
             figures.whole_ticks(fig, int(metrics["round"].max()), title_text="round" if row == len(keys) else None,
                                 row=row, col=1)
-    fig.update_traces(mode="lines+markers", selector=dict(mode="lines"))
+    for row, (key, _) in enumerate(keys, start=1):
+        values = pd.to_numeric(metrics[key], errors="coerce").dropna()
+        # the axis follows the values (EM 0.40-0.45 stays readable) but a share stays in 0..1 and a
+        # quantity that is never negative (KL) starts at 0 at most: a t band of two seeds reaches far
+        if key in SHARES:
+            fig.update_yaxes(autorangeoptions=dict(clipmin=-0.02, clipmax=1.02), row=row, col=1)
+        elif values.min() >= 0:
+            fig.update_yaxes(autorangeoptions=dict(clipmin=0), row=row, col=1)
+    fig.update_yaxes(tickformat=".3~g")
     lines = [f"{label}: {', '.join(runs.run[groups == label])}" for label in order]
     presets = ", ".join(sorted(set(runs.preset.astype(str))))
     subtitle = (f"grouped by {by}; a line is the mean over a group's runs, its band the 95% t interval over them "
@@ -334,6 +348,8 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
         # half a category of room each side: plotly puts the first and last group on the panel's edges
         shown = len(set(label[part.index]) | set(long_label[dots.index]))
         fig.update_xaxes(range=[-0.6, shown - 0.4], **where)
+        if min(dots.value.min(), part["95% low"].min(skipna=True) if part["95% low"].notna().any() else 0) >= 0:
+            fig.update_yaxes(rangemode="nonnegative", **where)  # shares, EM, counts: no axis below zero
     fig.update_xaxes(automargin=True, tickangle=0, type="category")
     fig.update_yaxes(automargin=True)
     n_seeds = int(table.seeds.max()) if len(table) else 0
