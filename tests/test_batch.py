@@ -181,7 +181,8 @@ def test_the_record_lives_beside_the_outputs_and_is_listed(area, capsys):
     home = batch.default_out("batch_probe")
     assert (home / "batch.duckdb").exists() and not paths.default_db("tiny").exists()
     printed = capsys.readouterr().out
-    assert re.search(r"\nx=2-\w{10}\s+done\s+[\d.]+\s+2\s+probe\s+4\n", printed), printed  # the closing summary table
+    assert re.search(r"\nx=2-\w{10}\s+done\s+[\d.]+\s+2\s+probe\n", printed), printed  # the points, text outputs
+    assert re.search(r"\n\s*2\s+square\s+1\s+4\s", printed), printed  # numbers: per group, over seeds
     elsewhere = area / "elsewhere"
     assert cli.main(["batch", str(PROBE), "-p", "x", "2", "-p", "x", "3", "--out", str(elsewhere)]) == 0
     assert set(batch.list_points(elsewhere / "batch.duckdb").status) == {"done"}  # ran again, not skipped

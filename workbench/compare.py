@@ -320,7 +320,7 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
     if cols == 2 and len(outputs) % 2:
         specs[-1] = [{"colspan": 2}, None]
     fig = make_subplots(rows=rows, cols=cols, specs=specs, subplot_titles=outputs,
-                        vertical_spacing=min(0.3, 0.5 / rows), horizontal_spacing=0.12)
+                        vertical_spacing=min(0.2, 0.3 / rows), horizontal_spacing=0.12)
     colours = {g: figures.run_colour(i) for i, g in enumerate(dict.fromkeys(label))}
     long_label = _group_labels(long, keys)
     for i, output in enumerate(outputs):
@@ -329,7 +329,7 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
         dots = long[long.output == output]
         # seeds first, so the mean's mark lies on top; a little to the right of it, not hidden under it
         fig.add_trace(go.Scatter(x=long_label[dots.index], y=dots.value, mode="markers", name="one seed",
-                                 legendgroup="seeds", showlegend=i == 0,
+                                 legendgroup="seeds", showlegend=i == 0, cliponaxis=False,
                                  marker=dict(color="rgba(40, 40, 40, 0.55)", size=7, symbol="circle-open"),
                                  customdata=dots[SEED_PARAM], hovertemplate="seed %{customdata}: %{y:.4g}<extra></extra>"),
                       **where)
@@ -337,6 +337,7 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
             g = label[idx]
             spread = r["95% high"] - r["mean"] if pd.notna(r["95% high"]) else None
             fig.add_trace(go.Scatter(x=[g], y=[r["mean"]], mode="markers+text", name=g, legendgroup=g, showlegend=i == 0,
+                                     cliponaxis=False,  # a mark at 0 on a share's axis, and its n, are not cut
                                      text=[f" n={r.seeds}"], textposition="middle right", textfont=dict(size=11),
                                      marker=dict(color=colours[g], size=26, symbol="line-ew", line=dict(width=4,
                                                                                                       color=colours[g])),

@@ -47,19 +47,19 @@ def _run(args: argparse.Namespace) -> int:
         raise SystemExit("workbench batch: NOTEBOOK is required (or --list to show the batches)")
     from pathlib import Path
 
-    from workbench import batch
+    from workbench import batch, compare
 
     grid = batch.load_grid(args.grid) if args.grid else [{}]
     grid = batch.combine(grid, batch.cli_axes(args.param))
     results = batch.run_batch(args.notebook, grid, name=args.name, out_dir=args.out, jobs=args.jobs,
                               db=args.db, kernel_name=args.kernel, force=args.force)
-    table = batch.summary_table(results)  # the points' status; their outputs per group follow
-    print(table.drop(columns=table.attrs["outputs"]).to_string(index=False))
-    from workbench import compare
-
-    grouped = compare.over_seeds(compare.points_long(results))
+    table = batch.summary_table(results)  # the points' status; the outputs summarised below are left out here
+    long = compare.points_long(results)
+    summarised = [c for c in table.attrs["outputs"] if _numeric(table[c])]
+    print(table.drop(columns=summarised if len(long) else []).to_string(index=False))
+    grouped = compare.over_seeds(long)
     if len(grouped):
-        print("\nmean over seeds, 95% t interval (summary.md):")
+        print("\nmean over seeds, 95% t interval (summary.md; every point's outputs: points.md):")
         print(grouped.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     out = args.out or batch.default_out(args.name or Path(args.notebook).stem)
     print(f"batch folder {out} (a point's store, runs and figures: the folder named as its notebook); "
@@ -69,6 +69,13 @@ def _run(args: argparse.Namespace) -> int:
         print(report)
         return 1
     return 0
+
+
+def _numeric(column) -> bool:
+    """Whether a summary column holds numbers (summarised over seeds), not text or JSON."""
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
 def _list(args: argparse.Namespace) -> int:
