@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_store, db_path, other_stores
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Writes HTML (and PNG where a Chromium exists) figures and Markdown/CSV tables; prints their paths. "
                     "With --run or --group-by it also writes compare_runs: the chosen runs' training curves, "
                     "one colour per group, the mean over its runs with a 95%% t band.")
-    add_db(parser)
+    add_store(parser)
     parser.add_argument("--paper-only", action="store_true", help="ignore the store: the paper's numbers alone")
     parser.add_argument("--out", default=None, help="output folder (default: figures/, env WORKBENCH_FIGURES)")
     parser.add_argument("--reference", default=None, metavar="FILE",
@@ -32,14 +32,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from workbench import compare, figures, reference
 
     db, chosen, fig = db_path(args), None, None
+    if not args.paper_only and not Path(db).exists() and (args.db or args.preset != "tiny" or other_stores(db)):
+        # a store named, or runs elsewhere: never fall back to the paper's numbers alone without saying so
+        raise FileNotFoundError(f"--db: no store at {db}{other_stores(db)}; or --paper-only for the paper's numbers")
     if (args.run or args.group_by) and not args.paper_only:
         con = figures.open_store(db)
         if con is None:
-            raise FileNotFoundError(f"{db}: no store here, so no runs to pick with --run/--group-by "
-                                    f"(train one first, or pass --db)")
+            raise FileNotFoundError(f"--db: no store at {db}, so no runs to pick with --run/--group-by "
+                                    f"(train one first, or pass --db / --preset)")
         try:
             runs = compare.select_runs(figures.store_runs(con), args.run)
             fig = compare.compare_figure(runs, figures.run_metrics(con), args.group_by or "method")
