@@ -181,7 +181,8 @@ def test_the_record_lives_beside_the_outputs_and_is_listed(area, capsys):
     home = batch.default_out("batch_probe")
     assert (home / "batch.duckdb").exists() and not paths.default_db("tiny").exists()
     printed = capsys.readouterr().out
-    assert re.search(r"\nx=2-\w{10}\s+done\s+[\d.]+\s+2\s+probe\s+4\n", printed), printed  # the closing summary table
+    assert re.search(r"\nx=2-\w{10}\s+done\s+[\d.]+\s+2\s+probe\n", printed), printed  # the points, text outputs
+    assert re.search(r"\n\s*2\s+square\s+1\s+4\s", printed), printed  # numbers: per group, over seeds
     elsewhere = area / "elsewhere"
     assert cli.main(["batch", str(PROBE), "-p", "x", "2", "-p", "x", "3", "--out", str(elsewhere)]) == 0
     assert set(batch.list_points(elsewhere / "batch.duckdb").status) == {"done"}  # ran again, not skipped
@@ -225,14 +226,16 @@ def test_executed_notebooks_are_named_by_their_parameters(tmp_path):
 def test_the_batch_ends_with_a_summary_of_every_points_outputs(tmp_path):
     grid = batch.parse_grid({"x": [2, 3], "label": "g"})
     batch.run_batch(PROBE, grid, out_dir=tmp_path, progress=False)
-    table = pd.read_csv(tmp_path / "summary.csv")
+    table = pd.read_csv(tmp_path / "points.csv")
     assert list(table.columns) == ["point", "status", "seconds", "x", "label", "square"]
     assert table[["x", "status", "square"]].values.tolist() == [[2, "done", 4], [3, "done", 9]]
-    assert "| point | status | seconds | x | label | square |" in (tmp_path / "summary.md").read_text()
+    assert "| point | status | seconds | x | label | square |" in (tmp_path / "points.md").read_text()
+    summary = pd.read_csv(tmp_path / "summary.csv")  # per group (here x, no seeds): one value each
+    assert summary[["x", "output", "seeds", "mean"]].values.tolist() == [[2, "square", 1, 4.0], [3, "square", 1, 9.0]]
     html = (tmp_path / "summary.html").read_text()
-    assert '"name":"square"' in html.replace(" ", "") and "label=g,x=3" in html
+    assert '"text":"square"' in html.replace(" ", "") and "x=3" in html
     again = batch.run_batch(PROBE, grid, out_dir=tmp_path, progress=False)  # skipped points keep their row
-    table = pd.read_csv(tmp_path / "summary.csv")
+    table = pd.read_csv(tmp_path / "points.csv")
     assert list(table.status) == ["skipped", "skipped"] and list(table.square) == [4, 9]
     assert all(r.duration_s > 0 for r in again)  # read back from the executed notebook
 

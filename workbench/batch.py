@@ -9,7 +9,9 @@ the same place in the batch's folder (``--out``, default ``runs/batch/<name>/``)
     method=c2,seed=1-48011967e0.ipynb     the executed notebook
     method=c2,seed=1-48011967e0.outputs.json   what it recorded with ``record(...)``
     method=c2,seed=1-48011967e0/          its own workbench area: data/, runs/, figures/
-    summary.md, summary.csv, summary.html the points' recorded outputs side by side
+    summary.md, .csv, .html, .png         the recorded outputs per method (and other varying
+                                          parameter), mean over seeds with a 95% t interval
+    points.md, points.csv                 every point's recorded outputs side by side
 
 Points run side by side by default: each kernel gets its own ``WORKBENCH_DATA``, ``_RUNS`` and
 ``_FIGURES`` inside its folder, so points never share a store (DuckDB allows one writer), a run
@@ -23,7 +25,8 @@ that sets ``db`` uses that store as given (points that share one are refused wit
 Inside a point ``run_name(...)`` makes the notebook's run names unique to the point.
 
 A point is skipped when its executed notebook already finished without error (the notebook is
-the evidence: a record row alone does not skip it). Every point's row says its parameters, status,
+the evidence: a record row alone does not skip it); ``force`` runs it again, after deleting what
+the batch made for it (``forget_point``: its executed notebook, outputs file and folder). Every point's row says its parameters, status,
 duration, the outputs it recorded, the error (cell and message) and the executed notebook's path.
 
 Recording outputs (the convention a batch notebook follows): call ``record(name=value, ...)``
@@ -67,7 +70,7 @@ LABEL_CHARS = 80  # a label longer than this is cut; the id after it keeps it un
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]")
 # A notebook whose code calls one of these needs the preset's world and warm start: prepared once.
 _TRAINS = re.compile(r"\b(train|warmstart)\(")
-_WRITES = ("summary.md", "summary.csv", "summary.html", "summary.png", "base")  # besides points' own files
+_WRITES = ("summary.md", "summary.csv", "summary.html", "summary.png", "points.md", "points.csv", "base")  # besides points' own files
 _TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 
 
@@ -465,6 +468,38 @@ def _kernel_of(notebook: Path) -> str:
     return nbformat.read(notebook, as_version=4).metadata.get("kernelspec", {}).get("name", "python3")
 
 
+def forget_point(out: Path, params: dict) -> list[Path]:
+    """Delete what the batch made for the point ``params`` in its folder ``out`` so it can run again:
+    ``<label>.ipynb``, ``<label>.outputs.json`` and the folder ``<label>/`` (its store copy, runs,
+    figures; the links in it to the shared cache and indexes are removed, never followed). Refused,
+    deleting nothing, unless the executed notebook is papermill's run of exactly these parameters
+    and the folder is a real folder directly in ``out``. Returns what was deleted.
+
+    Example:
+        >>> forget_point(Path("/nonexistent"), {"x": 1})
+        []
+    """
+    import nbformat
+
+    label = point_label(params)
+    executed, outputs, folder = out / f"{label}.ipynb", outputs_path(out / f"{label}.ipynb"), out / label
+    present = [p for p in (executed, outputs, folder) if p.exists() or p.is_symlink()]
+    if not present:
+        return []
+    ran = nbformat.read(executed, as_version=4).metadata.get("papermill", {}) if executed.is_file() else {}
+    if ran.get("parameters") != params:
+        raise ValueError(f"--force: {executed} is not this batch's run of point {label} (its papermill parameters "
+                         f"are {ran.get('parameters')!r}, expected {params!r}); nothing deleted: move it away by hand")
+    if folder.is_symlink() or (folder.exists() and (not folder.is_dir() or folder.resolve().parent != out.resolve())):
+        raise ValueError(f"--force: {folder} is not a folder of this batch's own (a link or a file); nothing deleted")
+    for path in present:
+        if path.is_dir():
+            shutil.rmtree(path)  # links inside (data/cache, the index) are unlinked, their targets kept
+        else:
+            path.unlink()
+    return present
+
+
 def record_path(out: str | Path) -> Path:
     """Where a batch kept in folder ``out`` records its points (``batch_results``)."""
     return Path(out) / RECORD
@@ -535,10 +570,11 @@ def default_out(name: str) -> Path:
 
 def run_batch(notebook: str | Path, grid: list[dict], name: str | None = None, out_dir: str | Path | None = None,
               jobs: int = 2, db: str | Path | None = None, kernel_name: str | None = None,
-              progress: bool = True, summary: bool = True, log=print) -> list[PointResult]:
+              progress: bool = True, summary: bool = True, log=print, force: bool = False) -> list[PointResult]:
     """Run ``notebook`` once per grid point, ``jobs`` at a time; return every point's result.
 
-    Undeclared parameters are rejected before anything runs. Finished points are skipped.
+    Undeclared parameters are rejected before anything runs. Finished points are skipped, unless
+    ``force``: then every point runs again from scratch (``forget_point``).
     ``name`` defaults to the notebook's stem; everything goes to ``out_dir`` (default
     ``runs/batch/<name>/``); rows go to ``batch_results`` in ``db`` (default ``out_dir/batch.duckdb``).
     With ``summary``, the points' recorded outputs are written side by side (``save_summary``).
@@ -566,7 +602,7 @@ def run_batch(notebook: str | Path, grid: list[dict], name: str | None = None, o
     todo = []
     for params in points:
         executed = out / f"{point_label(params)}.ipynb"
-        seconds = _finished(executed)  # the executed notebook, not a record row, says a point is finished
+        seconds = None if force else _finished(executed)  # the executed notebook, not a record row, says so
         if seconds is None:
             todo.append(params)
         else:
@@ -579,6 +615,10 @@ def run_batch(notebook: str | Path, grid: list[dict], name: str | None = None, o
     presets = {point_id(p): None if point_db(notebook, declared, p) else point_preset(declared, p) for p in todo}
     for preset in set(presets.values()) - {None}:
         config.preset(preset)  # an unknown preset fails here, before anything is written
+    if force:
+        for params in todo:
+            for path in forget_point(out, params):
+                log(f"batch: --force: deleted {path}")
     out.mkdir(parents=True, exist_ok=True)
     done_rows = _done_points(db, name)
     _save(db, name, [dataclasses.replace(r, status="done") for r in results.values() if r.point not in done_rows]
@@ -684,15 +724,24 @@ def summary_figure(table, title: str):
 
 
 def save_summary(results: list[PointResult], out: str | Path, name: str) -> list[Path]:
-    """Write the batch summary into ``out``: ``summary.md`` / ``.csv`` (the table) and ``summary.html`` / ``.png``."""
-    from workbench import figures
+    """Write the batch summary into ``out``: ``summary.md`` / ``.csv`` (``compare.over_seeds``: each
+    recorded output per method and other varying parameter, mean over seeds with a 95% t interval),
+    ``summary.html`` / ``.png`` (its figure) and ``points.md`` / ``.csv`` (every point side by side)."""
+    from workbench import compare, figures
 
     table = summary_table(results)
+    done = sum(r.status in ("done", "skipped") for r in results)
     caption = (f"Batch {name}: {len(results)} points; each point's recorded outputs side by side "
                f"(executed notebooks and point folders beside this file)")
-    written = figures.save_table(table, "summary", caption, out_dir=out)
-    done = sum(r.status in ("done", "skipped") for r in results)
-    fig = summary_figure(table, f"Batch {name}: recorded outputs per point ({done} of {len(results)} finished)")
+    written = figures.save_table(table, "points", caption, out_dir=out)
+    long = compare.points_long(results)
+    grouped = compare.over_seeds(long)
+    caption = (f"Batch {name}: {done} of {len(results)} points finished; each recorded output per group, the mean "
+               f"over seeds with its 95% t interval (blank for one seed); points.md has every point")
+    written += figures.save_table(grouped, "summary", caption, out_dir=out)
+    title = f"Batch {name}: recorded outputs, mean over seeds ({done} of {len(results)} points finished)"
+    fig = (compare.over_seeds_figure(grouped, long, title) if not long.empty
+           else summary_figure(table, f"Batch {name}: seconds per point ({done} of {len(results)} finished)"))
     return written + figures.save_fig(fig, "summary", out_dir=out)
 
 

@@ -807,9 +807,10 @@ def _figure3_reference(fig: go.Figure, ref: Reference) -> int:
 
 
 def band_traces(band: pd.DataFrame, name: str, colour: str, key: str, dash: str = "solid",
-                legend: bool = True) -> list[go.Scatter]:
+                legend: bool = True, spread: str = "seeds") -> list[go.Scatter]:
     """A mean line over seeds and the seeds' range as a faint band behind it (``Reference.band``'s
-    columns round, mean, low, high), one legend entry for both.
+    columns round, mean, low, high), one legend entry for both; ``spread`` names the band in the
+    hover ("95% t interval" where low/high are one, as ``compare.seed_band`` gives).
 
     Example:
         >>> band = pd.DataFrame(dict(round=[0, 1], mean=[0.5, 0.6], low=[0.4, 0.5], high=[0.6, 0.7]))
@@ -818,11 +819,11 @@ def band_traces(band: pd.DataFrame, name: str, colour: str, key: str, dash: str 
     """
     band = band.dropna(subset=["mean"])
     fill = go.Scatter(x=[*band["round"], *band["round"][::-1]], y=[*band.high, *band.low[::-1]], fill="toself",
-                      fillcolor=_rgba(colour, 0.15), line=dict(width=0), hoverinfo="skip", name=name,
+                      fillcolor=_rgba(colour, 0.15), line=dict(width=0), mode="lines", hoverinfo="skip", name=name,
                       legendgroup=name, showlegend=False)
     mean = go.Scatter(x=band["round"], y=band["mean"], mode="lines", name=name, legendgroup=name, showlegend=legend,
                       line=dict(color=colour, width=2.5, dash=dash), customdata=band[["low", "high"]],
-                      hovertemplate=f"{key}: %{{y:.4g}} (seeds %{{customdata[0]:.4g}}-%{{customdata[1]:.4g}})"
+                      hovertemplate=f"{key}: %{{y:.4g}} ({spread} %{{customdata[0]:.4g}}-%{{customdata[1]:.4g}})"
                                     "<br>round %{x}")
     return [fill, mean]
 
@@ -1132,12 +1133,13 @@ _SUFFIX = {"paper": "paper", "paper tier": "paper_tier", "this run": "run", "ref
 
 def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None,
               with_reference: bool = True, reference_file: str = reference.DEFAULT,
-              table1_file: str | None = None) -> list[Path]:
+              table1_file: str | None = None, runs: list[str] | None = None) -> list[Path]:
     """Build every paper table and figure and the gate's verdicts: the paper vs the runs in ``db``
     vs the shipped reference runs (``reference.load(reference_file)``); save them and return the paths.
 
     ``db`` defaults to ``paths.default_db()``; ``paper_only`` shows the paper's numbers alone (no
-    store, no reference); ``with_reference=False`` leaves the reference out.
+    store, no reference); ``with_reference=False`` leaves the reference out; ``runs`` given, the
+    figures show those runs of the store alone (``compare.only_runs``).
 
     Example:
         >>> written = build_all(paper_only=True, out_dir=tmp)  # doctest: +SKIP
@@ -1146,6 +1148,11 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     ref = reference.load(reference_file) if with_reference and not paper_only else None  # a bad name: before the store
     suite_ref = reference.load_table1(table1_file) if with_reference and not paper_only else None
     con = None if paper_only else open_store(db)
+    if con is not None and runs is not None:
+        from workbench import compare
+
+        con.close()
+        con = compare.only_runs(db, runs)
     if not paper_only:
         print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers"
               + (" and the reference runs" if ref else " alone"))

@@ -16,8 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "OUT/<point>/ (its own store, a copy of data/<preset>.duckdb; runs; figures; the warm-start "
                     "cache shared). Finished points are skipped. Kept in OUT (default runs/batch/<name>/): "
                     "the executed notebooks, named by their parameters (seed=1,method=c2-<id>.ipynb), the "
-                    "record batch.duckdb (batch_results) and summary.md/.csv/.html, the points' recorded "
-                    "outputs side by side. Exit status 1 when any point failed.")
+                    "record batch.duckdb (batch_results), summary.md/.csv/.html/.png (each recorded output per "
+                    "method, mean over seeds with a 95%% t interval) and points.md/.csv (every point side by "
+                    "side). Exit status 1 when any point failed.")
     parser.add_argument("notebook", nargs="?", help="the notebook to run (its first code cell is tagged `parameters`)")
     parser.add_argument("--grid", default=None,
                         help="YAML: a mapping name -> list of values (cartesian product) or a list of mappings")
@@ -30,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--db", default=None,
                         help="where the batch's record (batch_results) goes (default: OUT/batch.duckdb); "
                              "the points' own stores are set with -p db")
+    parser.add_argument("--force", action="store_true",
+                        help="run finished points again (without it they are skipped): deletes each point's "
+                             "executed notebook, outputs file and folder first, and only those")
     parser.add_argument("--list", action="store_true",
                         help="show the batches under runs/batch/, or with NOTEBOOK / --name / --out one batch's "
                              "points: status, recorded outputs, executed notebook")
@@ -43,13 +47,20 @@ def _run(args: argparse.Namespace) -> int:
         raise SystemExit("workbench batch: NOTEBOOK is required (or --list to show the batches)")
     from pathlib import Path
 
-    from workbench import batch
+    from workbench import batch, compare
 
     grid = batch.load_grid(args.grid) if args.grid else [{}]
     grid = batch.combine(grid, batch.cli_axes(args.param))
     results = batch.run_batch(args.notebook, grid, name=args.name, out_dir=args.out, jobs=args.jobs,
-                              db=args.db, kernel_name=args.kernel)
-    print(batch.summary_table(results).to_string(index=False))
+                              db=args.db, kernel_name=args.kernel, force=args.force)
+    table = batch.summary_table(results)  # the points' status; the outputs summarised below are left out here
+    long = compare.points_long(results)
+    summarised = [c for c in table.attrs["outputs"] if _numeric(table[c])]
+    print(table.drop(columns=summarised if len(long) else []).to_string(index=False))
+    grouped = compare.over_seeds(long)
+    if len(grouped):
+        print("\nmean over seeds, 95% t interval (summary.md; every point's outputs: points.md):")
+        print(grouped.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     out = args.out or batch.default_out(args.name or Path(args.notebook).stem)
     print(f"batch folder {out} (a point's store, runs and figures: the folder named as its notebook); "
           f"record {args.db or batch.record_path(out)}; `workbench batch {args.notebook} --list` shows it again")
@@ -58,6 +69,13 @@ def _run(args: argparse.Namespace) -> int:
         print(report)
         return 1
     return 0
+
+
+def _numeric(column) -> bool:
+    """Whether a summary column holds numbers (summarised over seeds), not text or JSON."""
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
 def _list(args: argparse.Namespace) -> int:

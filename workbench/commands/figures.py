@@ -10,7 +10,9 @@ from workbench.commands import add_store, db_path, other_stores
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "figures", help="rebuild Tables 1-2 and Figures 3-4: the paper's numbers beside this store's runs",
-        description="Writes HTML (and PNG where a Chromium exists) figures and Markdown/CSV tables; prints their paths.")
+        description="Writes HTML (and PNG where a Chromium exists) figures and Markdown/CSV tables; prints their paths. "
+                    "With --run or --group-by it also writes compare_runs: the chosen runs' training curves, "
+                    "one colour per group, the mean over its runs with a 95%% t band.")
     add_store(parser)
     parser.add_argument("--paper-only", action="store_true", help="ignore the store: the paper's numbers alone")
     parser.add_argument("--out", default=None, help="output folder (default: figures/, env WORKBENCH_FIGURES)")
@@ -20,18 +22,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--table1-reference", default=None, metavar="FILE",
                         help="Table 1 at the tiny tier beside the paper's: a tiny_table1_* file in data/reference/ or "
                              "a path (default: the shipped one with the most rounds, if any)")
+    parser.add_argument("--run", action="append", default=[], metavar="GLOB",
+                        help="only the runs whose name matches GLOB (shell-style: 'sr*', 'co-s[01]'; quote it); "
+                             "repeat to add runs; a GLOB matching no run is an error")
+    parser.add_argument("--group-by", default=None, choices=("method", "seed", "none"),
+                        help="how compare_runs groups the runs: one colour per method (the default with --run), "
+                             "per seed, or none (every run its own line)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from workbench import figures, reference
+    from workbench import compare, figures, reference
 
-    db = db_path(args)
+    db, chosen, fig = db_path(args), None, None
     if not args.paper_only and not Path(db).exists() and (args.db or args.preset != "tiny" or other_stores(db)):
         # a store named, or runs elsewhere: never fall back to the paper's numbers alone without saying so
         raise FileNotFoundError(f"--db: no store at {db}{other_stores(db)}; or --paper-only for the paper's numbers")
+    if (args.run or args.group_by) and not args.paper_only:
+        con = figures.open_store(db)
+        if con is None:
+            raise FileNotFoundError(f"--db: no store at {db}, so no runs to pick with --run/--group-by "
+                                    f"(train one first, or pass --db / --preset)")
+        try:
+            runs = compare.select_runs(figures.store_runs(con), args.run)
+            fig = compare.compare_figure(runs, figures.run_metrics(con), args.group_by or "method")
+        finally:
+            con.close()
+        chosen = runs.run.tolist()
     figures.build_all(db=db, paper_only=args.paper_only, out_dir=args.out,
-                      reference_file=args.reference or reference.DEFAULT, table1_file=args.table1_reference)
+                      reference_file=args.reference or reference.DEFAULT, table1_file=args.table1_reference,
+                      runs=chosen if args.run else None)
+    if fig is not None:
+        figures.save_fig(fig, "compare_runs", args.out)
     return 0
