@@ -154,7 +154,7 @@ def test_without_proposer_training_no_candidate_is_rewarded(tmp_path, forced_gat
 
 
 def test_bench_drfree_times_both_in_one_run(tmp_path):
-    from workbench.method.bench_drfree import bench_drfree
+    from workbench.bench.drfree import bench_drfree
 
     r = bench_drfree(preset="smoke", candidates=2)  # the preset's world and G_0, built in memory
     assert r["candidates"] == 2 and r["group_size"] == preset("smoke").method.group_size

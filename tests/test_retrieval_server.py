@@ -340,7 +340,7 @@ def test_ipv6_loopback_is_served(db):
 
 def test_bench_server_refuses_other_hosts_and_reports_goals(tmp_path, capsys):
     from workbench.cli import main
-    from workbench.search.server_bench import Target
+    from workbench.bench.server import Target
 
     with pytest.raises(ValueError, match="loopback only"):
         Target("http://10.0.0.1:8000")

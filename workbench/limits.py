@@ -58,3 +58,10 @@ def check_memory(need: int, what: str, advice: str, total: bool = False) -> None
     if need > have:
         raise ValueError(f"{what}: needs about {human_size(need)} of memory, more than the {human_size(have)} "
                          f"{'this machine has' if total else 'available'}; {advice}")
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (Linux ``ru_maxrss`` is in KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

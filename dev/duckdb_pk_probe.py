@@ -1,6 +1,6 @@
 """How much memory DuckDB needs to commit N primary keys inserted in one transaction (issue 16).
 
-Usage: python scripts/duckdb_pk_probe.py DB --keys 75000000 --memory-limit 1GB
+Usage: python dev/duckdb_pk_probe.py DB --keys 75000000 --memory-limit 1GB
 
 An import is one transaction and ``passages.passage_id`` is a PRIMARY KEY: at commit DuckDB holds
 that index in memory, so ``--memory-limit`` of ``workbench import kilt`` has a floor that grows

@@ -5,7 +5,7 @@ The proposer (the preset's warm start, no training) writes one question for each
 greedily and at each ``--temperature``, with the prompt ``method.topology_prompt`` names; the gate's
 outcome per pattern (admitted / extraction failed / weak / leak / ...) is printed as one JSON object.
 
-    PYTHONPATH=$PWD python scripts/eog_proposer_probe.py --store /tmp/eog2/tiny.duckdb \
+    PYTHONPATH=$PWD python dev/eog_proposer_probe.py --store /tmp/eog2/tiny.duckdb \
         --prompt witness --temperatures 0 0.6
 
 ``--model`` probes another base instead, e.g. the topology warm start (``workbench warmstart

@@ -1,8 +1,8 @@
 """Per-round metrics of a fixed set of short runs, as JSON: run it in two checkouts and diff the
 outputs to show a refactor leaves the round's numbers unchanged (LOG.md, session 5).
 
-    PYTHONPATH=. python scripts/round_metrics.py out.json            # smoke and tiny runs
-    PYTHONPATH=. python scripts/round_metrics.py out.json --forced   # admitted candidates too
+    PYTHONPATH=. python dev/round_metrics.py out.json            # smoke and tiny runs
+    PYTHONPATH=. python dev/round_metrics.py out.json --forced   # admitted candidates too
 
 ``--forced`` feeds the gate a constructed two-hop question naming each chain's first entity
 (``method.gate_allow_topic``), so admission, the proposer reward and write-back all run. Data,

@@ -8,7 +8,7 @@ object: candidates, chains, and per vocabulary the passed candidates (the loop's
 the chains with at least one passed candidate (one minus the seed fallback when one question is
 admitted per chain) and the rejection reasons.
 
-    PYTHONPATH=$PWD python scripts/chain_proposer_probe.py --store /tmp/probe.duckdb --rounds 5
+    PYTHONPATH=$PWD python dev/chain_proposer_probe.py --store /tmp/probe.duckdb --rounds 5
 """
 import argparse
 import contextlib

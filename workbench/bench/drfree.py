@@ -41,11 +41,11 @@ def bench_drfree(db: str | None = None, preset: str = "smoke", candidates: int =
     """Seconds to score ``candidates`` candidates three ways (module docstring) on the preset's warm
     start (or ``model``) and the ratios against the difficulty reward's rollouts measured in the
     same run. The store: the preset's world and G_0 built in memory (default), ``db`` a store path
-    read-only (``kg.bench_store``; it must hold its G_0 pool), or an open connection."""
+    read-only (``bench.store``; it must hold its G_0 pool), or an open connection."""
     import torch
 
     from workbench.config import preset as get_preset
-    from workbench.kg.bench_store import bench_store
+    from workbench.bench.store import bench_store
     from workbench.kg.pool import build_pool
     from workbench.method import drfree
     from workbench.policy.model import Policy

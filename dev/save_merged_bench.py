@@ -4,8 +4,8 @@ weights), at a Qwen2 shape with random weights, on this machine's CPU; and wheth
 directories hold the same tensors. Each way runs twice, alternating, and its faster time counts
 (the first call of either pays one-time costs).
 
-    PYTHONPATH=$PWD python3 scripts/save_merged_bench.py   # Qwen2.5-0.5B's shape
-    PYTHONPATH=$PWD python3 scripts/save_merged_bench.py --layers 36 --hidden 2048 --inter 11008 --heads 16  # 3B's
+    PYTHONPATH=$PWD python3 dev/save_merged_bench.py   # Qwen2.5-0.5B's shape
+    PYTHONPATH=$PWD python3 dev/save_merged_bench.py --layers 36 --hidden 2048 --inter 11008 --heads 16  # 3B's
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ TinyWorld exactly the QA templates' relation sequences) vs chains with a non-fun
 candidates, admitted, the solver's success p_s on the admitted (Eq. 10's input) and the share of
 them it never answers (p_s = 0). Printed as one JSON object; the store is only read.
 
-    PYTHONPATH=$PWD python scripts/candidates_by_shape.py --store data/tiny.duckdb --run quickstart-coevokg
+    PYTHONPATH=$PWD python dev/candidates_by_shape.py --store data/tiny.duckdb --run quickstart-coevokg
 """
 import argparse
 import json

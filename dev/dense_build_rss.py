@@ -1,6 +1,6 @@
 """Peak RSS of one dense-index build over a store, streamed (today's) or all at once (before issue 16).
 
-usage: python scripts/dense_build_rss.py DB {stream,memory} [--chunk N] [--model DIR] [--out ROOT]
+usage: python dev/dense_build_rss.py DB {stream,memory} [--chunk N] [--model DIR] [--out ROOT]
 
 Runs the build in this process and prints one JSON line: passages, peak RSS of the process
 (``ru_maxrss``), the RSS once the encoder is loaded (before any passage is read), their difference
@@ -11,7 +11,7 @@ written under ``--out`` (default: a fresh temporary folder, removed after), neve
 Run each build in its own process: ``ru_maxrss`` is a high-water mark.
 
   e.g. workbench kilt-replica /tmp/k10k.jsonl --pages 10000 && workbench import kilt /tmp/k10k.jsonl \
-         --db /tmp/k10k.duckdb && python scripts/dense_build_rss.py /tmp/k10k.duckdb stream
+         --db /tmp/k10k.duckdb && python dev/dense_build_rss.py /tmp/k10k.duckdb stream
 """
 
 import argparse

@@ -14,13 +14,13 @@ relation sequence is one of the QA question templates the warm start's proposer 
 from (``by_template``) and for the others. ``--per-chain FILE`` writes one JSON line per chain: hops,
 relations, whether each is functional, the nodes' types, each draw's verdicts.
 
-    PYTHONPATH=$PWD python scripts/chain_pass_floor.py --store /tmp/floor.duckdb --rounds 5 --draws 8
+    PYTHONPATH=$PWD python dev/chain_pass_floor.py --store /tmp/floor.duckdb --rounds 5 --draws 8
 """
 import json
 from collections import Counter
 
 import numpy as np
-from chain_proposer_probe import probe_arguments, probe_trainer  # scripts/ is on the path of a script run by path
+from chain_proposer_probe import probe_arguments, probe_trainer  # dev/ is on the path of a script run by path
 
 from workbench.kg.pool import functional_relations
 from workbench.method.loop import Trainer

@@ -1,7 +1,7 @@
 """The pipeline on real text beside TinyWorld (issue 45): import, walks, filters, chain pool
 statistics, and retrieval recall of BM25, dense and hybrid search on the hand-written questions.
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/real_text_report.py --out /tmp/real-text
+    PYTHONPATH=$PWD .venv/bin/python dev/real_text_report.py --out /tmp/real-text
 
 Reads the converted sample (``workbench data wiki-sample``; default ``data/wiki_sample``), imports it
 into ``OUT/wiki.duckdb`` and builds TinyWorld at the same preset in ``OUT/tinyworld.duckdb`` (both

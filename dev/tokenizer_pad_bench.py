@@ -1,6 +1,6 @@
 """Does padding a tokenizer to a paper vocabulary with added tokens slow tokenisation? (issue 14)
 
-The paper-shape models of ``gpu_bench.paper_shape_folder`` pad the tiny tokenizer with ~148k
+The paper-shape models of ``bench.gpu.paper_shape_folder`` pad the tiny tokenizer with ~148k
 added ``<|padN|>`` tokens to Qwen2.5's 151,936; vLLM with stop strings ran at half the speed of
 vLLM with stop token ids on such a model (LOG.md, session 11), and the padding was one suspect.
 This times, on this machine's CPU, the tokenizer as shipped and padded, each way the loop or an
@@ -9,7 +9,7 @@ streaming detokenizer adds one token) and decoding a short growing suffix per to
 incremental way). Prints JSON with the padded/plain ratios; the best of several repeats counts,
 the two tokenizers measured twice, alternating.
 
-    PYTHONPATH=$PWD python3 scripts/tokenizer_pad_bench.py [--tokenizer DIR] [--vocab 151936]
+    PYTHONPATH=$PWD python3 dev/tokenizer_pad_bench.py [--tokenizer DIR] [--vocab 151936]
 """
 
 from __future__ import annotations

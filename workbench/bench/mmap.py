@@ -1,6 +1,6 @@
 """Memory and speed of search with the corpus and index in RAM vs memory-mapped (``search.mmap``).
 
-usage: python -m workbench.search.mmap_bench DB [--index dense|bm25] [--batch 256] [--batches 4]
+usage: python -m workbench.bench.mmap DB [--index dense|bm25] [--batch 256] [--batches 4]
        [--index-dir DIR] [--synthetic-vectors]
 
 Each mode runs in its own process (peak RSS is a high-water mark): ``memory`` (today's default:
@@ -22,7 +22,7 @@ The file pages are wherever the OS has them (usually cached after the write or t
 the figures are warm-cache figures.
 
 Example (CLI):
-    python -m workbench.search.mmap_bench /tmp/k120k.duckdb --index-dir /tmp/k120k.synthetic --synthetic-vectors
+    python -m workbench.bench.mmap /tmp/k120k.duckdb --index-dir /tmp/k120k.synthetic --synthetic-vectors
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def child(db: str, mode: str, index: str, batch: int, batches: int, index_dir: s
 
 
 def _spawn(args, mode: str, hold: bool = False) -> tuple[subprocess.Popen, dict]:
-    cmd = [sys.executable, "-m", "workbench.search.mmap_bench", args.db, "--child", mode, "--index", args.index,
+    cmd = [sys.executable, "-m", "workbench.bench.mmap", args.db, "--child", mode, "--index", args.index,
            "--batch", str(args.batch), "--batches", str(args.batches)]
     cmd += ["--index-dir", args.index_dir] if args.index_dir else []
     cmd += ["--hold"] if hold else []

@@ -4,8 +4,8 @@ adapter's delta computed first, then every merged weight), every merged weight h
 sync and ``save_merged`` now), at the paper shapes with random weights and LoRA r 16 on every
 block linear layer (LOG.md, session 19).
 
-    PYTHONPATH=$PWD python3 scripts/merge_peak.py                       # on a CUDA GPU: 3B and 7B
-    PYTHONPATH=$PWD python3 scripts/merge_peak.py --shapes tiny-test --device cpu   # plumbing only
+    PYTHONPATH=$PWD python3 dev/merge_peak.py                       # on a CUDA GPU: 3B and 7B
+    PYTHONPATH=$PWD python3 dev/merge_peak.py --shapes tiny-test --device cpu   # plumbing only
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import json
 
 import torch
 
-from workbench.method.gpu_bench import SHAPES, random_model
+from workbench.bench.gpu import random_model
+from workbench.bench.shapes import SHAPES
 from workbench.policy import lora
 
 GIB = 2 ** 30

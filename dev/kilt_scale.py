@@ -1,6 +1,6 @@
 """Import KILT replicas of growing size and record wall time and peak RSS of each import (issue 16).
 
-Usage: PYTHONPATH=. python scripts/kilt_scale.py OUT_DIR [--pages 30000 60000 120000] [--memory-limit 1GB]
+Usage: PYTHONPATH=. python dev/kilt_scale.py OUT_DIR [--pages 30000 60000 120000] [--memory-limit 1GB]
 
 Each import runs as its own ``workbench import kilt`` process (so its peak RSS, from
 ``getrusage(RUSAGE_CHILDREN)`` after it exits, is that import's alone) into a fresh store. The

@@ -1,7 +1,7 @@
 """Dr. Free's gain on constructed candidates of G_0 chains, and Table 11's flips per left-out shortcut
 (seed 002): what notebook 08's section 2 computes, without training, for LOG.md.
 
-    PYTHONPATH=. python scripts/drfree_scan.py data/tiny.duckdb --preset tiny --chains 20
+    PYTHONPATH=. python dev/drfree_scan.py data/tiny.duckdb --preset tiny --chains 20
 
 Per chain two candidates: "What is the r_L of the r_1 of e_1?" (answer e_L) and "What is the r_1 of
 e_1?" (answer e_2). Prints the share rewarded (Delta_B > 0) per kind, the strongest shortcut, and

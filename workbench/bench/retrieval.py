@@ -107,7 +107,7 @@ def encode_speed(encoder, texts: list[str]) -> dict:
 
 def bench_retrieval(db: str | None = None, preset: str = "tiny", batch: int = 256, threads: int | None = None) -> dict:
     """Speed and recall@3 of BM25 and dense retrieval (see module doc) over the ``preset``'s
-    TinyWorld built in memory, or the store ``db`` read-only (``kg.bench_store``). ``batch``:
+    TinyWorld built in memory, or the store ``db`` read-only (``bench.store``). ``batch``:
     queries per batched call; ``threads``: torch's CPU threads (default: torch's). Raises
     ValueError when the store has passages but no TinyWorld single-hop questions.
 
@@ -116,7 +116,7 @@ def bench_retrieval(db: str | None = None, preset: str = "tiny", batch: int = 25
         >>> r["bm25"]["recall_at_3"] > 0  # doctest: +SKIP
         True
     """
-    from workbench.kg.bench_store import bench_store
+    from workbench.bench.store import bench_store
     from workbench.search.tool import SearchTool
 
     con, where = bench_store(db, preset)

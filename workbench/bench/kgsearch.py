@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from workbench.kg.bench_store import bench_store
+from workbench.bench.store import bench_store
 
 
 def bench_names(con, batch: int) -> tuple[list[str], list[str]]:
@@ -73,7 +73,7 @@ def _rates(kg_call, doc_call, names: list[str], questions: list[str]) -> dict:
 
 def bench_kgsearch(db: str | None = None, preset: str = "tiny", batch: int = 256) -> dict:
     """KG search vs document search speed, in-process and through the server (module doc), over
-    the ``preset``'s TinyWorld built in memory, or the store ``db`` read-only (``kg.bench_store``).
+    the ``preset``'s TinyWorld built in memory, or the store ``db`` read-only (``bench.store``).
 
     Example:
         >>> r = bench_kgsearch(preset="smoke", batch=16)  # doctest: +SKIP
