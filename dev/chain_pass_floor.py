@@ -1,7 +1,7 @@
 """Per-chain pass probability of the chain proposer's candidates (the warm start's, or --model's;
 issue 15: is the flat seed fallback a floor of chains no candidate passes?).
 
-The chains of rounds F..F+R-1 (the loop's own draws, ``Trainer._task_chains``) are proposed for D
+The chains of rounds F..F+R-1 (the loop's own draws, ``Trainer.tasks.draw``) are proposed for D
 times by the loop's ``Trainer.propose``, each draw with its own proposer sampling seed (draw 0 is the
 loop's ``seed_for(t, 2)``, draw d adds d * 1,000,000,007), and gated by the loop's own verifier
 (``method.verifier_vocabulary``, default forms_types). Printed as one JSON object: the histogram of

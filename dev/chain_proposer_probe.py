@@ -19,7 +19,8 @@ from collections import Counter
 from workbench import config, store
 from workbench.config import VERIFIER_VOCABULARIES
 from workbench.method.gate import gate
-from workbench.method.loop import Trainer, make_verifier
+from workbench.method.loop import Trainer
+from workbench.method.verifiers import make_verifier
 from workbench.method.methods import method_spec
 from workbench.method.train import ensure_world, load_policies
 from workbench.notebook import warm_start

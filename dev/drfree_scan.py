@@ -26,8 +26,8 @@ def main() -> None:
     from workbench import store
     from workbench.config import preset
     from workbench.kg.pool import sample_chains
-    from workbench.method import drfree
-    from workbench.method.loop import chain_view
+    from workbench.peers.drfree import info_gain as drfree
+    from workbench.method.proposer import chain_view
     from workbench.policy.model import Policy
     from workbench.policy.warmstart import warmstart
     from workbench.search.tool import SearchTool

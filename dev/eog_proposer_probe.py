@@ -16,7 +16,7 @@ import json
 import time
 
 from workbench import config, store
-from workbench.method import eog
+from workbench.peers.eog import queries as eog
 from workbench.method.train import ensure_world
 from workbench.notebook import warm_start
 from workbench.policy.model import Policy

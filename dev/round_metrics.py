@@ -22,14 +22,14 @@ FORCED = [("tiny", "coevokg", 3, {"method.chains_per_round": 6, "method.minibatc
 
 
 def force_admission() -> None:
-    from workbench.method import loop
+    from workbench.method import tasks
 
-    real_gate = loop.gate
+    real_gate = tasks.gate
 
     def gate(chain, candidates, *args, **kwargs):
         q = f"What is the {chain.relations[-1]} of the {chain.relations[0]} of {chain.titles[0]}?"
         return real_gate(chain, [(q, chain.titles[-1])] * len(candidates), *args, **kwargs)
-    loop.gate = gate
+    tasks.gate = gate
 
 
 def main() -> None:

@@ -113,13 +113,14 @@ def test_recomputed_old_logprobs_match_the_hf_generation(policy):
     from types import SimpleNamespace
 
     from workbench.method.loop import Trainer
+    from workbench.method.ranks import OneProcess
     from workbench.policy.rollout import Trajectory
 
     prompts = [policy.encode("some text"), policy.encode("a few more words in it")]
     gens = policy.generate_ids(prompts, max_new_tokens=6, temperature=1.0, top_p=1.0, seed=3)
     rows = [Trajectory(i, 0, "", p, list(g.token_ids) + [5, 6], [1] * len(g.token_ids) + [0, 0],
                        list(g.logprobs) + [0.0, 0.0]) for i, (p, g) in enumerate(zip(prompts, gens))]
-    stub = SimpleNamespace(policy=policy, cfg=preset("smoke"), dist=None)
+    stub = SimpleNamespace(policy=policy, cfg=preset("smoke"), ranks=OneProcess())
     fresh = Trainer.recompute_old_logprobs(stub, rows)
     for old, new in zip(rows, fresh):
         assert new.response_ids == old.response_ids and new.old_logprobs[-2:] == [0.0, 0.0]

@@ -151,3 +151,21 @@ def test_bench_gpu_makes_its_policies_by_the_runs_recipe_without_writing_weights
         assert trainer == kind and (reference is None) == bool(rank) and dtypes == {torch.float32 if not rank
                                                                                     else torch.bfloat16}
     assert not any(tmp_path.iterdir())
+
+
+def test_the_update_bench_times_the_trainers_own_step(monkeypatch):
+    """Issue 41: ``bench gpu``'s update part runs ``update.PolicyStep`` (the trainer's step), not a
+    copy of it that could drift from what the round runs."""
+    from workbench.method.update import PolicyStep
+
+    calls = []
+    real = PolicyStep.__call__
+
+    def counted(self, t, rows, advantages, **kwargs):
+        calls.append((len(rows), sum(len(r.response_ids) for r in rows)))
+        return real(self, t, rows, advantages, **kwargs)
+
+    monkeypatch.setattr(PolicyStep, "__call__", counted)
+    upd = gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 3, 8, 2)
+    assert calls == [(3, 3 * 6)] * 3  # one warm-up and two timed steps, 3 rows of 8 tokens (2 of prompt)
+    assert upd["step_s"] > 0 and 0 < upd["reference_s"] < upd["step_s"] and upd["trainer"] == "peft"

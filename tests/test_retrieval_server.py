@@ -17,7 +17,8 @@ import pytest
 
 from test_search import make_store
 from workbench.search.client import RemoteRetriever, parse_document
-from workbench.search.server import Limits, make_server, running_server, url_of
+from workbench.search.server import make_server, running_server, url_of
+from workbench.search.wire import Limits
 from workbench.search.tool import Retriever, SearchTool
 
 QUERIES = ["Who directed Grey Tide?", "capital of Kolomo", "violinist born in a river port", "zzzq"]

@@ -29,7 +29,7 @@ import time
 
 def _candidates(con, n: int, seed: int) -> list[tuple]:
     from workbench.kg.pool import sample_chains
-    from workbench.method.loop import chain_view
+    from workbench.method.proposer import chain_view
 
     chains = [chain_view(c) for c in sample_chains(con, n, seed=seed)]
     return [(c, f"What is the {c.relations[-1]} of the {c.relations[0]} of {c.titles[0]}?", c.titles[-1])
@@ -47,7 +47,7 @@ def bench_drfree(db: str | None = None, preset: str = "smoke", candidates: int =
     from workbench.config import preset as get_preset
     from workbench.bench.store import bench_store
     from workbench.kg.pool import build_pool
-    from workbench.method import drfree
+    from workbench.peers.drfree import info_gain as drfree
     from workbench.policy.model import Policy
     from workbench.policy.rollout import rollout
     from workbench.policy.warmstart import warmstart

@@ -9,8 +9,8 @@ figure does not need trained ones (``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1
   kept as our HF backend keeps them for the log-probs) and vLLM (bfloat16, with one log-prob per
   token and without). Generated tokens/s, and the share of the HBM roofline: a decode step reads
   every weight once plus the KV cache of every row (:func:`decode_roofline`).
-* ``update``: one policy-update step as ``Trainer._step`` runs it (``Policy.token_logprobs`` with
-  entropy, the reference's log-probs, ``update.policy_loss``, backward, clipping, AdamW) on
+* ``update``: one policy-update step, the trainer's own (``update.PolicyStep``: ``Policy.token_logprobs``
+  with entropy, the reference's log-probs, ``update.policy_loss``, backward, clipping, AdamW) on
   ``update_batch`` x ``update_tokens`` tokens, LoRA rank ``lora_rank`` (0: full fine-tune):
   seconds a step, the reference forward's share, the trainer's own old-policy log-probs (the
   forward the update adds when vLLM samples, for the rows of a round's second and later
@@ -276,61 +276,63 @@ def _generate_vllm(spec, device, dtype, prompts, new_tokens) -> dict:  # pragma:
 
 
 def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, steps) -> dict:
-    """One ``Trainer._step``-shaped update on random tokens (module docstring): seconds a step
-    (mean over ``steps`` after one warm-up step), the reference forward, peak memory, TFLOP/s."""
-    from workbench.method.update import policy_loss
+    """The trainer's own optimiser step (``update.PolicyStep``, what ``loop.Trainer.update`` runs) on
+    random tokens (module docstring), the batch in one micro-batch: seconds a step (mean over
+    ``steps`` after one warm-up step), the reference forward inside it, peak memory, TFLOP/s."""
+    import dataclasses
+
+    from workbench.config import MethodConfig
+    from workbench.method.update import PolicyStep
+    from workbench.policy.rollout import Trajectory
     from workbench.policy.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["bench tokens"] * 5, vocab_size=300)  # only the chat template is read
     policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok)
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0)
-    ids = torch.randint(0, spec["vocab_size"], (update_batch, update_tokens), device=device)
-    mask = torch.ones_like(ids)
-    loss_mask = mask.clone()
-    loss_mask[:, : update_tokens // 4] = 0  # the prompt
-    old = torch.zeros(ids.shape, device=device)
-    adv = torch.randn(ids.shape, device=device) * loss_mask
+    m = dataclasses.replace(MethodConfig(), micro_batch=update_batch, lr=1e-5)
+    update = PolicyStep(policy, reference, m)
+    gen = torch.Generator().manual_seed(0)
+    prompt = update_tokens // 4  # the prompt's tokens carry no loss
+    ids = torch.randint(0, spec["vocab_size"], (update_batch, update_tokens), generator=gen).tolist()
+    rows = [Trajectory(i, 0, "", row[:prompt], row[prompt:], [1] * (update_tokens - prompt),
+                       [0.0] * (update_tokens - prompt)) for i, row in enumerate(ids)]
+    advantages = [torch.randn(update_tokens - prompt, generator=gen) for _ in rows]
+    ref_seconds = []
+    real_reference = update.reference_logprobs
 
-    def reference_logprobs():
-        with torch.no_grad(), (policy.base_only() if reference is None else contextlib.nullcontext()):
-            return (reference or policy).token_logprobs(ids, mask)
-
-    def step() -> tuple[float, float]:
+    def timed_reference(*args):  # the reference forward's share of the step
         _sync(device)
         start = time.perf_counter()
-        policy.model.train()
-        new, _ = policy.token_logprobs(ids, mask, entropy_mask=loss_mask)
+        out = real_reference(*args)
         _sync(device)
-        ref_start = time.perf_counter()
-        ref = reference_logprobs()
+        ref_seconds.append(time.perf_counter() - start)
+        return out
+
+    update.reference_logprobs = timed_reference
+
+    def step() -> float:
         _sync(device)
-        ref_s = time.perf_counter() - ref_start
-        loss, _ = policy_loss(new, old, ref, adv, loss_mask.float(), 0.2, 0.01)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        policy.model.eval()
+        start = time.perf_counter()
+        update(0, rows, advantages)
         _sync(device)
-        return time.perf_counter() - start, ref_s
+        return time.perf_counter() - start
 
     def old_logprobs() -> float:  # what the update adds when the backend's log-probs are not the trainer's
         _sync(device)
         start = time.perf_counter()
         with torch.no_grad():
-            policy.token_logprobs(ids, mask)
+            policy.token_logprobs(torch.tensor(ids, device=device), torch.ones(len(ids), update_tokens, device=device,
+                                                                               dtype=torch.long))
         _sync(device)
         return time.perf_counter() - start
 
     step()  # warm-up (kernel selection, allocator)
     _reset_peak(device)
-    timings = [step() for _ in range(steps)]
-    seconds = sum(t for t, _ in timings) / steps
+    ref_seconds.clear()
+    seconds = sum(step() for _ in range(steps)) / steps
     old_s = sum(old_logprobs() for _ in range(steps)) / steps
     tokens = update_batch * update_tokens
     return {"batch": update_batch, "tokens_per_row": update_tokens, "lora_rank": lora_rank, "trainer": trainer_kind,
-            "step_s": seconds, "reference_s": sum(r for _, r in timings) / steps, "old_logprobs_s": old_s,
+            "step_s": seconds, "reference_s": sum(ref_seconds) / steps, "old_logprobs_s": old_s,
             "peak_gib": _peak_gib(device),
             "tflops_6nt": step_tflops(spec, tokens, seconds), "matmul_tflops": matmul_tflops(device),
             "unsloth_step_s": UNSLOTH_STEP_S}

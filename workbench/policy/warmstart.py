@@ -301,7 +301,7 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
 
 class ExtraDemos(Protocol):
     """Proposer demonstrations of another prompt, made in each throwaway world by a higher layer (EoG's
-    topology queries: ``method.eog_warmstart.TopologyDemos``). ``name`` and ``settings`` enter the cache
+    topology queries: ``peers.eog.warmstart.TopologyDemos``). ``name`` and ``settings`` enter the cache
     key (``params[name]``); ``share`` is their share of the proposer demonstrations; each demonstration's
     family starts with ``name + ':'`` (the warm start's report counts them by family).
 

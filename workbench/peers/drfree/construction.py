@@ -9,12 +9,10 @@ What the seed text gives, and what is ours (README's Dr. Free table repeats this
 * **HRPO** (Table 6 names it as the algorithm; the seed does not define it): Dr. Zero's hop-grouped
   relative policy optimisation (Yue et al. 2026, arXiv 2601.07055, section 3.2), the proposer's
   reward standardised within the round's questions of the same hop count
-  (``update.hrpo_advantages``); hop labels here: :func:`candidate_hops`.
+  (``peers.drfree.hrpo``); hop labels here: :func:`candidate_hops`.
 * **Iterations** (Table 9: Iter 1-3; Table 6: 50 steps, Fig. 4: iteration 2 branches at cumulative
-  step 50): the run's rounds are split into ``method.iterations`` blocks (:func:`iteration_ends`);
-  at each block's end the run's best checkpoint so far is kept as ``runs/RUN/iterations/iter-K``
-  (:func:`save_iteration`), so Table 9's rows are evaluations of those folders, the last equal to
-  ``best``. Dr. Zero alternates proposer and solver phases inside an iteration with two models; the
+  step 50): the core's ``method.iterations`` (any method may set ``method.iterations``); Dr. Free's
+  rows have three. Dr. Zero alternates proposer and solver phases inside an iteration with two models; the
   workbench's proposer and solver share one backbone and both update every round (approximated).
 * **Anchor** (Fig. 4, "anchor-update ablation"; the text names no anchor model): ours, the model
   whose teacher-forced likelihoods score the information gain (Eq. 5), ``method.drfree_anchor``:
@@ -28,100 +26,21 @@ What the seed text gives, and what is ours (README's Dr. Free table repeats this
   search has the seed document as both E and the source-only shortcut: gain <= 0, reward 0.
 
 Example:
-    >>> iteration_ends(20, 3), iteration_of(6, [7, 14, 20]), iteration_of(7, [7, 14, 20])
-    ([7, 14, 20], 1, 2)
+    >>> anchor_for(Path("runs/x"), 7, [7, 14, 20]).name
+    'iter-1'
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from workbench.method.iterations import iteration_dir
 from workbench.method.memory import ChainView
 from workbench.policy import protocol
 
 ANCHORS = ("updated", "fixed", "live")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A run's resolved Dr. Free settings: the method's (``MethodSpec``) unless ``method.*`` sets them."""
-
-    chain_selection: str
-    proposer_algorithm: str
-    iterations: int
-
-
-def settings(spec, m) -> Settings:
-    """The method's chain selection, proposer algorithm and iterations (at most ``method.steps``), each
-    overridden by its ``method.*`` setting when that is set ('' / 0 = the method's).
-
-    Example:
-        >>> from workbench.config import MethodConfig
-        >>> from workbench.method.methods import METHODS
-        >>> settings(METHODS["drfree"], MethodConfig())
-        Settings(chain_selection='drfree', proposer_algorithm='hrpo', iterations=3)
-        >>> settings(METHODS["coevokg"], MethodConfig(iterations=2)).iterations
-        2
-    """
-    # the method's own iterations, not more than its rounds (a 1-round smoke run is one iteration)
-    out = Settings(m.chain_selection or spec.chain_selection, m.proposer_algorithm or spec.proposer_algorithm,
-                   m.iterations or min(spec.iterations, m.steps))
-    if out.chain_selection == "drfree" and (spec.task_source != "kg_chains" or spec.write_back):
-        raise ValueError(f"method.chain_selection=drfree: method {spec.name!r} does not draw G_0's chains without "
-                         "write-back (it needs task source kg_chains and no write-back, as the Dr. Free rows)")
-    return out
-
-
-def iteration_ends(steps: int, iterations: int) -> list[int]:
-    """The round count at which each iteration ends: ``steps`` rounds in ``iterations`` nearly equal
-    blocks, the longer ones first.
-
-    Example:
-        >>> iteration_ends(7, 1), iteration_ends(10, 4)
-        ([7], [3, 6, 8, 10])
-    """
-    if iterations < 1 or iterations > steps:
-        raise ValueError(f"method.iterations={iterations}: expected 1 to method.steps={steps} iterations")
-    sizes = [len(b) for b in np.array_split(np.arange(steps), iterations)]
-    return [int(x) for x in np.cumsum(sizes)]
-
-
-def iteration_of(t: int, ends: list[int]) -> int:
-    """The iteration (1-based) round ``t`` belongs to."""
-    return next(k for k, end in enumerate(ends, 1) if t < end) if t < ends[-1] else len(ends)
-
-
-def iteration_dir(folder: Path, k: int) -> Path:
-    """``runs/RUN/iterations/iter-K``: the run's best checkpoint as of iteration K's end."""
-    return Path(folder) / "iterations" / f"iter-{k}"
-
-
-def save_iteration(folder: Path, k: int) -> Path:
-    """Keep the run's best checkpoint (``folder/best``) as iteration ``k``'s (hard links where the
-    file system allows: ``best`` is replaced by a rename, never written in place), replacing an
-    earlier copy of it (a resumed round). Returns the folder."""
-    best, dest = Path(folder) / "best", iteration_dir(folder, k)
-    if not best.exists():
-        raise FileNotFoundError(f"{best}: no best checkpoint to keep as iteration {k}")
-    tmp = dest.with_name(f".{dest.name}-tmp")
-    for stale in (tmp, dest):
-        if stale.exists():
-            shutil.rmtree(stale)
-
-    def link(src, dst):
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(best, tmp, copy_function=link)
-    tmp.rename(dest)
-    return dest
 
 
 def anchor_for(folder: Path, completed: int, ends: list[int]) -> Path | None:

@@ -28,34 +28,16 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from workbench.method import drfree
+from workbench.peers.drfree import info_gain as drfree
 from workbench.policy import protocol
-from workbench.scoring import exact_match
+from workbench.scoring import exact_match, wilson
 
 AUDIT_SHORTCUTS = ("closed_book", "source_only", "one_shot", "single_component")  # Table 5's columns
-
-
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The Wilson score interval of k successes in n (95% by default).
-
-    Example:
-        >>> [round(x, 3) for x in wilson(0, 10)]
-        [0.0, 0.278]
-    """
-    if n <= 0:
-        raise ValueError(f"wilson: n must be positive, got {n}")
-    if not 0 <= k <= n:
-        raise ValueError(f"wilson: k must lie in [0, n={n}], got {k}")
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def fisher_less(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
@@ -75,7 +57,7 @@ def generated_questions(con, run: str, n: int, seed: int = 0) -> list[dict]:
     with its answers, hops and originating chain (a ``ChainView``, its passages as the proposer saw
     them at the end of the run)."""
     from workbench.kg.pool import load_pool
-    from workbench.method.loop import chain_view
+    from workbench.method.proposer import chain_view
 
     rows = con.execute("""
         SELECT q.question_id, q.question, q.answers, q.hops, g.chain_id FROM generated_questions g

@@ -28,7 +28,7 @@ branches each followed, then the answer set ``;``-separated), so the base answer
 
 The result is its own warm start (cache key ``params["topology"]``; the default's key is
 unchanged): ``workbench warmstart --topology``, and the base of every EoG row
-(``MethodSpec.topology_warmstart``; ``method.train`` picks it).
+(``MethodSpec.warmstart_demos = 'topology'``; ``method.train`` picks it).
 
 Example:
     >>> from workbench import store
@@ -48,8 +48,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.kg import topology
-from workbench.method import eog
-from workbench.method.gate import _names
+from workbench.peers.eog import queries as eog
+from workbench.method.gate import names_entity
+from workbench.method.methods import WARMSTART_DEMOS
 from workbench.policy import protocol
 from workbench.policy.warmstart import DEMO_MAX_LISTED, Demo, names_relation, tool_demo
 
@@ -101,7 +102,7 @@ def askable(view: eog.TopologyView) -> bool:
         False
     """
     said = " ".join([*view.anchor_titles, *view.relations])
-    return not any(_names(said, t) for t in view.answer_titles)
+    return not any(names_entity(said, t) for t in view.answer_titles)
 
 
 def topology_solver_calls(tools, view: eog.TopologyView) -> tuple[list[tuple[str, str, str]], list[str]] | None:
@@ -240,22 +241,22 @@ class TopologyDemos:
         return demos
 
 
-def topology_demos(spec, cfg) -> TopologyDemos | None:
-    """The warm start's topology demonstrations for a method whose rows start from the topology warm
-    start (``MethodSpec.topology_warmstart``: EoG and its ablations), else None (the default warm
-    start); with the graph tools' solver demonstrations where the method's solver has them
-    (``methods.uses_graph_tools``).
+def topology_demos(spec, cfg) -> TopologyDemos:
+    """The warm start's topology demonstrations of an EoG row (``MethodSpec.warmstart_demos =
+    'topology'``, registered in ``methods.WARMSTART_DEMOS``), with the graph tools' solver
+    demonstrations where the method's solver has them (``methods.uses_graph_tools``).
 
     Example:
         >>> from workbench.config import preset
-        >>> from workbench.method.methods import METHODS
-        >>> topology_demos(METHODS["eog"], preset("smoke")).prompt, topology_demos(METHODS["coevokg"], preset("smoke"))
+        >>> from workbench.method.methods import METHODS, warmstart_demos
+        >>> warmstart_demos(METHODS["eog"], preset("smoke")).prompt, warmstart_demos(METHODS["coevokg"], preset("smoke"))
         ('query', None)
         >>> topology_demos(METHODS["eog"], preset("smoke", **{"method.graph_tools": "off"})).graph is None
         True
     """
     from workbench.method.methods import uses_graph_tools
 
-    if not spec.topology_warmstart:
-        return None
     return TopologyDemos.from_config(cfg, graph=uses_graph_tools(spec, cfg.method.graph_tools))
+
+
+WARMSTART_DEMOS.add("topology", topology_demos)

@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.kg import topology, topology_qa
-from workbench.method.gate import (STOPWORDS, Verdict, _matches, _names, _words, check_candidate, clarity, gate,
+from workbench.method.gate import (STOPWORDS, Verdict, word_matches, names_entity, words_of, check_candidate, clarity, gate,
                                    weak_reason)
 from workbench.method.memory import ChainView
 from workbench.policy import protocol
@@ -285,7 +285,7 @@ def topology_user_message(view: TopologyView, prompt: str = "witness") -> str:
 
 def topology_choices(views: Sequence[TopologyView], m: int) -> Choices:
     """``method.proposer_answer_choices`` for queries: the ``<answer>`` may only spell a member of
-    the answer set (the chain form, ``loop.answer_choices``, allows every chain entity).
+    the answer set (the chain form, ``proposer.answer_choices``, allows every chain entity).
 
     Example:
         >>> v = TopologyView(-1, "", [1, 2, 3], ["Ann", "Rome", "Oslo"], ["born in"], ["", "", ""],
@@ -319,10 +319,10 @@ def filter_topology_candidate(view: TopologyView, candidate: tuple[str, str] | N
     def query_checks(question: str, answer: str) -> tuple[str, bool] | None:
         if normalize_answer(answer) not in {normalize_answer(t) for t in view.answer_titles}:
             return "answer not in answer set", False
-        named = next((t for t in view.answer_titles if _names(question, t)), None)
+        named = next((t for t in view.answer_titles if names_entity(question, t)), None)
         if named is not None:
             return f"leak: names answer {named!r}", True
-        missing = next((t for t in view.anchor_titles if not _names(question, t)), None) if view.n_anchors > 1 else None
+        missing = next((t for t in view.anchor_titles if not names_entity(question, t)), None) if view.n_anchors > 1 else None
         return (f"misses anchor: {missing!r}", False) if missing is not None else None
 
     return check_candidate(candidate, query_checks)
@@ -349,17 +349,17 @@ class TopologyVerifier:
         self.min_words, self.max_words = min_words, max_words
 
     def judge(self, view: TopologyView, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
-        rel_words = [set(_words(r)) - STOPWORDS for r in view.relations]
+        rel_words = [set(words_of(r)) - STOPWORDS for r in view.relations]
         anchors = view.anchor_titles
-        vocab = set().union(*rel_words, *(set(_words(t + " " + p)) for t, p in zip(anchors, view.passages)))
+        vocab = set().union(*rel_words, *(set(words_of(t + " " + p)) for t, p in zip(anchors, view.passages)))
         verdicts = []
         for i, (question, answer) in enumerate(candidates):
-            words = _words(question)
+            words = words_of(question)
             content = [w for w in words if w not in STOPWORDS]
-            touched = {j for j, rw in enumerate(rel_words) if any(_matches(w, rw) for w in content)}
-            grounded = sum(_matches(w, vocab) for w in content) / len(content) if content else 0.0
+            touched = {j for j, rw in enumerate(rel_words) if any(word_matches(w, rw) for w in content)}
+            grounded = sum(word_matches(w, vocab) for w in content) / len(content) if content else 0.0
             scores = {
-                "faithfulness": (grounded + sum(_names(question, a) for a in anchors) / len(anchors)) / 2,
+                "faithfulness": (grounded + sum(names_entity(question, a) for a in anchors) / len(anchors)) / 2,
                 "multi_hop": len(touched) / len(rel_words),
                 "answer_focus": 1.0 if touched & set(ANSWER_RELATIONS[view.pattern]) else 0.0,
                 "clarity": clarity(question, len(words), self.min_words, self.max_words),
