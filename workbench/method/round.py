@@ -15,11 +15,14 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from workbench.method.gate import Verdict
 from workbench.method.memory import ChainView
 from workbench.method.rewards import success_rate
-from workbench.policy.rollout import Trajectory
+
+if TYPE_CHECKING:  # annotations only: reading a stored run (``runs show``) loads no torch
+    from workbench.policy.rollout import Trajectory
 
 
 @dataclass
