@@ -39,7 +39,7 @@ paper=(--set method.chains_per_round=64 --set method.group_size=5 --set rollout.
        --set method.minibatches=1)
 model3b() {  # a random Qwen2.5-3B with the warm start's tokenizer padded to its vocabulary, made once
   local model="$S/qwen2.5-3b-random"
-  [ -d "$model" ] || $PY -c "from workbench.method.gpu_bench import paper_shape_folder as f; \
+  [ -d "$model" ] || $PY -c "from workbench.bench.gpu import paper_shape_folder as f; \
 f('qwen2.5-3b', '$base', '$model', device='cuda')" >&2 || return 1
   echo "$model"
 }

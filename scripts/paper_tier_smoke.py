@@ -45,7 +45,7 @@ from pathlib import Path
 from workbench.commands import log_to_stderr
 
 ROOT = Path(__file__).resolve().parents[1]
-from workbench.method.gpu_bench import SHAPES as PUBLISHED  # the published config.json values
+from workbench.bench.shapes import SHAPES as PUBLISHED  # the published config.json values
 
 SHAPES = {"3b": PUBLISHED["qwen2.5-3b"], "7b": PUBLISHED["qwen2.5-7b"],
           "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,  # a CPU check

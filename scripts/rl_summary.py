@@ -89,11 +89,12 @@ def offered_kg_tool(spec: str) -> bool:
 
 
 def from_topology_base(spec: str) -> bool:
-    """Whether a run starts from EoG's topology warm start (its method's ``topology_warmstart``: the eog rows).
+    """Whether a run starts from EoG's topology warm start (its method's ``warmstart_demos`` is
+    ``topology``: the eog rows).
 
     ``"e:eog:method.seed=1"`` -> True; ``"c:coevokg:"`` -> False.
     """
-    return method_spec(spec.split(":", 2)[1]).topology_warmstart
+    return method_spec(spec.split(":", 2)[1]).warmstart_demos == "topology"
 
 
 def macro_f1(frame) -> float:

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from workbench import figures, reference, store
-from workbench.method.loop import Rollout, RoundResult, Slot, TrajectoryScore, chain_entities
+from workbench.method.metrics import chain_entities, round_metrics
+from workbench.method.round import Rollout, RoundResult, Slot, TrajectoryScore
 from workbench.method.memory import ChainView
 from workbench.policy.rollout import Trajectory
 
@@ -49,12 +50,12 @@ def test_answer_types_count_the_type_of_the_entity_each_answer_names():
     con.execute("INSERT INTO entities (entity_id, title, type) VALUES (10, 'Unused', 'river')")
     entities = chain_entities(con, _slots())
     assert sorted(entities) == [1, 2, 3, 4, 5, 6, 7, 8, 9]  # the slots' chain entities only
-    m = _round(entities).metrics(tau_path=0.5)
+    m = round_metrics(_round(entities), tau_path=0.5)
     assert m["answer_types_generated"] == {"city": 1, "country": 1, "untyped": 1}
     assert m["answer_types_seed"] == {"band": 1, "literal": 2, "year": 1}
     assert list(m["answer_types_seed"]) == sorted(m["answer_types_seed"])
     # the other keys do not depend on the lookup; without it (a rank other than 0) the two keys are left out
-    without = _round(None).metrics(tau_path=0.5)
+    without = round_metrics(_round(None), tau_path=0.5)
     assert "answer_types_seed" not in without
     assert without == {k: v for k, v in m.items() if not k.startswith("answer_types_")}
     assert (m["avg_hops_generated"], m["avg_hops_seed"], m["seed_fallback_rate"]) == (5 / 3, 2.0, 4 / 7)
@@ -64,7 +65,7 @@ def test_answer_types_count_the_type_of_the_entity_each_answer_names():
 def test_a_group_without_slots_counts_nothing():
     r = _round({e: (t, k) for e, t, k in ENTITIES})
     r.slots = [s for s in r.slots if s.source == "seed"]  # Search-R1: every slot a seed question
-    m = r.metrics(tau_path=0.5)
+    m = round_metrics(r, tau_path=0.5)
     assert m["answer_types_generated"] == {} and m["answer_types_seed"] == {"band": 1, "literal": 2, "year": 1}
 
 
@@ -136,7 +137,7 @@ def test_a_group_without_slots_is_drawn_empty_and_named():
 
 def test_build_all_saves_the_answer_types_figure_when_a_run_logged_them(db, tmp_path, monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
-    monkeypatch.setattr(figures, "_png_works", None)
+    monkeypatch.setattr(figures.base, "_png_works", None)
     names = {p.name for p in figures.build_all(db=db, out_dir=tmp_path / "figs")}
     assert "answer_types.html" in names
     assert "answer_types.html" not in {p.name for p in figures.build_all(paper_only=True, out_dir=tmp_path / "p")}

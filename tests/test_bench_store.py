@@ -1,4 +1,4 @@
-"""The benchmarks' store (``kg.bench_store``): the preset's world built in memory by default,
+"""The benchmarks' store (``bench.store``): the preset's world built in memory by default,
 ``--db`` read-only (or an in-memory copy for ``bench loop``), never created or written."""
 
 import hashlib
@@ -8,7 +8,7 @@ import pytest
 
 from workbench import paths, store
 from workbench.cli import main
-from workbench.kg.bench_store import bench_store, memory_copy
+from workbench.bench.store import bench_store, memory_copy
 from workbench.kg.tinyworld import build_world
 
 
@@ -67,7 +67,7 @@ def test_the_in_memory_copy_has_the_store_and_keeps_writes_to_itself(world):
 
 
 def test_drfree_refuses_a_store_without_its_pool_rather_than_building_one(world):
-    from workbench.method.bench_drfree import bench_drfree
+    from workbench.bench.drfree import bench_drfree
 
     before = _digest(world)
     with pytest.raises(ValueError, match="no G_0 pool"):

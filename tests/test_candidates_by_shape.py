@@ -1,4 +1,4 @@
-"""scripts/candidates_by_shape.py: a run's candidates split by whether their chain's hops are all functional."""
+"""dev/candidates_by_shape.py: a run's candidates split by whether their chain's hops are all functional."""
 
 import json
 import subprocess
@@ -25,7 +25,7 @@ def test_candidates_split_by_their_chains_functional_hops(tmp_path):
     store_verdicts(con, "r", 1, 2, [verdict(0, True), verdict(1, False)], p_s=[0.0, None])
     store_verdicts(con, "other", 0, 2, [verdict(0, True)], p_s=[1.0])  # another run's: left out
     con.close()
-    done = subprocess.run([sys.executable, "scripts/candidates_by_shape.py", "--store", str(db), "--run", "r"],
+    done = subprocess.run([sys.executable, "dev/candidates_by_shape.py", "--store", str(db), "--run", "r"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -43,6 +43,6 @@ def test_candidates_split_by_their_chains_functional_hops(tmp_path):
 def test_a_run_without_candidates_is_named(tmp_path):
     db = tmp_path / "s.duckdb"
     store.connect(db).close()
-    done = subprocess.run([sys.executable, "scripts/candidates_by_shape.py", "--store", str(db), "--run", "nope"],
+    done = subprocess.run([sys.executable, "dev/candidates_by_shape.py", "--store", str(db), "--run", "nope"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "run 'nope' has no proposer candidates" in done.stderr

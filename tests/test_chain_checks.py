@@ -11,6 +11,7 @@ from workbench.config import preset
 from workbench.kg import chain_checks
 from workbench.kg.pool import build_pool, load_pool
 from workbench.kg.tinyworld import build_world
+from workbench.search.retriever import pool_retriever
 from workbench.search.tool import SearchTool
 
 
@@ -37,7 +38,7 @@ def test_default_build_is_unchanged_by_the_new_options(world):
 
 def test_every_verified_chain_passes_and_rejections_add_up(world):
     base = build_pool(world, 2000, 2, 3, seed=0, force=True)
-    got = build_pool(world, 2000, 2, 3, seed=0, retrieval_verify=True, force=True)
+    got = build_pool(world, 2000, 2, 3, seed=0, retrieval_verify=True, force=True, search=pool_retriever(world))
     rej = got["rejections"]
     assert rej["source_mention"] > 0 and rej["hop_retrieval"] > 0
     assert got["chains"] == base["chains"] - rej["source_mention"] - rej["hop_retrieval"]

@@ -1,4 +1,4 @@
-"""scripts/chain_pass_floor.py at smoke size: the same chains proposed again with a new proposer seed."""
+"""dev/chain_pass_floor.py at smoke size: the same chains proposed again with a new proposer seed."""
 
 import doctest
 import importlib.util
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def floor(db: Path, draws: int, per_chain: Path) -> dict:
-    done = subprocess.run([sys.executable, "scripts/chain_pass_floor.py", "--store", str(db), "--preset", "smoke",
+    done = subprocess.run([sys.executable, "dev/chain_pass_floor.py", "--store", str(db), "--preset", "smoke",
                            "--rounds", "2", "--draws", str(draws), "--per-chain", str(per_chain)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -40,8 +40,8 @@ def test_redraws_keep_the_chains_and_draw_zero_is_the_loops_own(tmp_path):
 
 
 def _script(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # as when the script runs by path
-    spec = importlib.util.spec_from_file_location("chain_pass_floor", ROOT / "scripts" / "chain_pass_floor.py")
+    monkeypatch.syspath_prepend(str(ROOT / "dev"))  # as when the script runs by path
+    spec = importlib.util.spec_from_file_location("chain_pass_floor", ROOT / "dev" / "chain_pass_floor.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     return script

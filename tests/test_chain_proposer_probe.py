@@ -1,4 +1,4 @@
-"""scripts/chain_proposer_probe.py at smoke size: the loop's candidates gated under each vocabulary."""
+"""dev/chain_proposer_probe.py at smoke size: the loop's candidates gated under each vocabulary."""
 
 import json
 import subprocess
@@ -13,7 +13,7 @@ def test_the_probe_gates_the_same_candidates_under_each_vocabulary(tmp_path):
     wb = [sys.executable, "-m", "workbench.cli"]
     for args in (["world", "--preset", "smoke"], ["pool", "build", "--preset", "smoke"]):
         subprocess.run([*wb, *args, "--db", str(db)], cwd=ROOT, check=True, capture_output=True)
-    done = subprocess.run([sys.executable, "scripts/chain_proposer_probe.py", "--store", str(db), "--preset", "smoke",
+    done = subprocess.run([sys.executable, "dev/chain_proposer_probe.py", "--store", str(db), "--preset", "smoke",
                            "--rounds", "2"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)  # stdout is the JSON report alone

@@ -51,7 +51,7 @@ def test_enumerations_match_the_method_layer():
     """config cannot import method or kg (it is the lowest layer): its copies of their names must agree."""
     from workbench.kg.filters import MIN_RELATIONAL_HOPS
     from workbench.method.gate import QUALITY_AGGREGATIONS
-    from workbench.method.loop import make_verifier
+    from workbench.method.verifiers import make_verifier
 
     assert sorted(config.GATE_AGGREGATIONS) == sorted(QUALITY_AGGREGATIONS)
     for name in config.VERIFIERS:

@@ -315,11 +315,11 @@ def test_dr_free_under_ranks_records_the_one_process_stage_timings(db, tmp_path)
                           make_retriever(con, cfg.search))
         assert trainer.rollout_free
         one = list(trainer.run_round(0).timings)
-        trainer.dist = _world_of_one(tmp_path)
+        trainer.ranks = _world_of_one(tmp_path)
         try:
             ranks = list(trainer.run_round(1).timings)
         finally:
-            trainer.dist.close()
+            trainer.ranks.close()
     finally:
         con.close()
     assert "time_proposer_reward" in one and ranks == one

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from workbench.config import preset
-from workbench.method import drfree
+from workbench.peers.drfree import info_gain as drfree
 from workbench.method.memory import ChainView
 from workbench.method.rewards import PROPOSER_REWARDS, ProposerInputs, Schedule
 from workbench.policy import protocol
@@ -169,20 +169,20 @@ def test_a_smoke_round_with_dr_free(tmp_path, monkeypatch):
     """One smoke round with the gate admitting a constructed candidate (as test_loop's
     test_a_round_with_admitted_candidates): every admitted candidate gets a reward >= 0."""
     from workbench import store
-    from workbench.method import loop
+    from workbench.method import tasks
     from workbench.method.train import ensure_world, train
 
     db = str(tmp_path / "smoke.duckdb")
     con = store.connect(db)
     ensure_world(con, preset("smoke"))
     con.close()
-    real_gate = loop.gate
+    real_gate = tasks.gate
 
     def gate(chain, candidates, *args, **kwargs):
         q = f"What is the {chain.relations[-1]} of the {chain.relations[0]} of {chain.titles[0]}?"
         return real_gate(chain, [(q, chain.titles[-1])] * len(candidates), *args, **kwargs)
 
-    monkeypatch.setattr(loop, "gate", gate)
+    monkeypatch.setattr(tasks, "gate", gate)
     rows = train(db, run="drfree", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
                  overrides={"method.proposer_reward": "dr_free"})
     assert rows[0]["admitted_rate"] > 0

@@ -13,10 +13,13 @@ from workbench.config import preset
 from workbench.kg import chain_checks
 from workbench.kg.pool import build_pool, load_pool
 from workbench.kg.tinyworld import build_world
-from workbench.method import drfree_loop, loop, methods
+from workbench.method import iterations, loop, methods, tasks
+from workbench.method.round import Candidate, ChainTask
 from workbench.method.gate import Verdict
 from workbench.method.memory import ChainView
-from workbench.method.update import hrpo_advantages, reinforce_pp_advantages
+from workbench.method.update import PolicyStep, reinforce_pp_advantages
+from workbench.peers.drfree import construction as drfree_loop, tasks as drfree_tasks
+from workbench.peers.drfree.hrpo import hrpo_advantages
 from workbench.policy.model import Policy, tiny_model
 from workbench.policy.rollout import Trajectory, rollout
 from workbench.policy.tokenizer import train_tokenizer
@@ -24,7 +27,8 @@ from workbench.search.tool import SearchTool
 
 
 def test_doctests():
-    assert doctest.testmod(drfree_loop).failed == 0
+    for module in (drfree_loop, drfree_tasks, iterations):
+        assert doctest.testmod(module).failed == 0
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +87,17 @@ def test_drfree_rows_draw_only_their_chains_and_others_the_whole_pool(world, pol
     selected = set(chain_checks.drfree_selection(world, SearchTool(world, topk=3, cache=False), topk=3)["ids"])
     for method in ("drfree", "drfree_difficulty", "drfree_ig_difficulty", "drfree_no_proposer_training"):
         trainer = _trainer(world, policy, method, **{"method.chains_per_round": 8})
-        drawn = {c.chain_id for t in range(6) for c in trainer._task_chains(t)}
+        drawn = {c.chain_id for t in range(6) for c in trainer.tasks.draw(t)}
         assert drawn <= selected and len(drawn) > 8, method
     drawn = {c.chain_id for t in range(6) for c in _trainer(world, policy, "coevokg",
-                                                            **{"method.chains_per_round": 8})._task_chains(t)}
+                                                            **{"method.chains_per_round": 8}).tasks.draw(t)}
     assert drawn - selected  # CoEvoKG draws G_0 whole
     forced = _trainer(world, policy, "c2", **{"method.chains_per_round": 8, "method.chain_selection": "drfree"})
-    assert {c.chain_id for c in forced._task_chains(0)} <= selected
+    assert {c.chain_id for c in forced.tasks.draw(0)} <= selected
     with pytest.raises(ValueError, match="chain_selection=drfree"):
         _trainer(world, policy, "coevokg", **{"method.chain_selection": "drfree"})  # write-back draws G_t
     with pytest.raises(ValueError, match="chains_per_round"):
-        _trainer(world, policy, "drfree", **{"method.chains_per_round": 500})._task_chains(0)
+        _trainer(world, policy, "drfree", **{"method.chains_per_round": 500}).tasks.draw(0)
 
 
 def test_hrpo_advantages_standardise_within_hop_groups():
@@ -114,7 +118,7 @@ def test_hrpo_advantages_standardise_within_hop_groups():
 def _candidate(policy, reward, n_tokens):
     seq = Trajectory(0, 0, "p", policy.encode("prompt"), list(range(5, 5 + n_tokens)), [1] * n_tokens,
                      [-1.0] * n_tokens)
-    return loop.Candidate(seq, Verdict(0, "q?", "a", True, admitted=True), reward)
+    return Candidate(seq, Verdict(0, "q?", "a", True, admitted=True), reward)
 
 
 def test_update_gives_the_drfree_proposer_hrpo_advantages(world, policy, monkeypatch):
@@ -126,10 +130,10 @@ def test_update_gives_the_drfree_proposer_hrpo_advantages(world, policy, monkeyp
     for method in ("drfree", "coevokg"):
         trainer = _trainer(world, policy, method)
         # rows come permuted into minibatches: key each advantage by its row (distinct lengths 3..7)
-        monkeypatch.setattr(trainer, "_step", lambda t, rows, adv, own_old=False: seen.__setitem__(
+        monkeypatch.setattr(PolicyStep, "__call__", lambda self, t, rows, adv, own_old=False: seen.__setitem__(
             method, {len(r.response_ids): a for r, a in zip(rows, adv)}) or
             {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 0})
-        tasks = [loop.ChainTask(c, [_candidate(policy, r, 3 + i)]) for i, (c, r) in enumerate(zip(chains, rewards))]
+        tasks = [ChainTask(c, [_candidate(policy, r, 3 + i)]) for i, (c, r) in enumerate(zip(chains, rewards))]
         trainer.cfg = dataclasses.replace(trainer.cfg, method=dataclasses.replace(trainer.cfg.method, minibatches=1))
         trainer.update(0, tasks, [])
     want = hrpo_advantages(rewards, [2, 2, 3, 3, 3], preset("smoke").method.adv_eps)
@@ -148,32 +152,32 @@ def test_update_gives_the_drfree_proposer_hrpo_advantages(world, policy, monkeyp
 
 
 def test_iteration_bounds_and_kept_checkpoints(tmp_path):
-    assert drfree_loop.iteration_ends(20, 3) == [7, 14, 20]
-    assert [drfree_loop.iteration_of(t, [7, 14, 20]) for t in (0, 6, 7, 13, 14, 19)] == [1, 1, 2, 2, 3, 3]
+    assert iterations.iteration_ends(20, 3) == [7, 14, 20]
+    assert [iterations.iteration_of(t, [7, 14, 20]) for t in (0, 6, 7, 13, 14, 19)] == [1, 1, 2, 2, 3, 3]
     with pytest.raises(ValueError, match="method.iterations=4"):
-        drfree_loop.iteration_ends(3, 4)
+        iterations.iteration_ends(3, 4)
     assert drfree_loop.anchor_for(tmp_path, 6, [7, 14, 20]) is None
     assert drfree_loop.anchor_for(tmp_path, 20, [7, 14, 20]) == tmp_path / "iterations" / "iter-2"
     with pytest.raises(FileNotFoundError, match="no best checkpoint"):
-        drfree_loop.save_iteration(tmp_path, 1)
+        iterations.save_iteration(tmp_path, 1)
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "w.bin").write_bytes(b"one")
-    kept = drfree_loop.save_iteration(tmp_path, 1)
+    kept = iterations.save_iteration(tmp_path, 1)
     assert (kept / "w.bin").read_bytes() == b"one"
     # best is replaced by a rename (train._save_best), never written in place: the kept copy stays
     (tmp_path / "best").rename(tmp_path / "old")
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "w.bin").write_bytes(b"two")
     assert (kept / "w.bin").read_bytes() == b"one"
-    assert (drfree_loop.save_iteration(tmp_path, 1) / "w.bin").read_bytes() == b"two"  # a resumed round: replaced
-    settings = drfree_loop.settings(methods.METHODS["drfree"], preset("smoke", **{"method.steps": 2}).method)
+    assert (iterations.save_iteration(tmp_path, 1) / "w.bin").read_bytes() == b"two"  # a resumed round: replaced
+    settings = methods.resolve(methods.METHODS["drfree"], preset("smoke", **{"method.steps": 2}).method)
     assert settings.iterations == 2  # the method's three, but a 2-round run has two
 
 
 @pytest.fixture
 def forced_gate(monkeypatch):
     """The gate sees a constructed question per candidate (as test_drfree_method's)."""
-    real_gate = loop.gate
+    real_gate = tasks.gate
 
     def gate(chain, candidates, *args, **kwargs):
         if chain.chain_id >= 0:
@@ -182,7 +186,8 @@ def forced_gate(monkeypatch):
             q, a = "Which entity do these documents describe last?", chain.titles[-1]
         return real_gate(chain, [(q, a)] * len(candidates), *args, **kwargs)
 
-    monkeypatch.setattr(loop, "gate", gate)
+    monkeypatch.setattr(tasks, "gate", gate)
+    monkeypatch.setattr(drfree_tasks, "gate", gate)
 
 
 def test_iterations_keep_checkpoints_and_move_the_anchor_across_a_resume(tmp_path, monkeypatch, forced_gate):
@@ -191,11 +196,11 @@ def test_iterations_keep_checkpoints_and_move_the_anchor_across_a_resume(tmp_pat
     monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
     db = str(tmp_path / "s.duckdb")
     scorers, anchors = [], []
-    real_reward, real_set, real_round = (loop.Trainer.reward_proposer, loop.Trainer.set_anchor,
+    real_reward, real_set, real_round = (loop.Trainer.reward_proposer, drfree_tasks.DrFreeAnchor.set_anchor,
                                          loop.Trainer.run_round)
 
     def reward_proposer(self, t, tasks):
-        scorers.append((t, "anchor" if self.scorer is self.anchor else
+        scorers.append((t, "anchor" if self.scorer is self.extensions[0].anchor else
                         "base" if self.scorer is self.reference else "live"))
         real_reward(self, t, tasks)
 
@@ -205,7 +210,7 @@ def test_iterations_keep_checkpoints_and_move_the_anchor_across_a_resume(tmp_pat
         return real_round(self, t)
 
     monkeypatch.setattr(loop.Trainer, "reward_proposer", reward_proposer)
-    monkeypatch.setattr(loop.Trainer, "set_anchor", lambda self, path: anchors.append(path) or real_set(self, path))
+    monkeypatch.setattr(drfree_tasks.DrFreeAnchor, "set_anchor", lambda self, path: anchors.append(path) or real_set(self, path))
     monkeypatch.setattr(loop.Trainer, "run_round", crash_at_round_1)
     kw = dict(run="it", method="drfree", preset="smoke", steps=2, progress=False, log=None)
     with pytest.raises(RuntimeError, match="stopped"):

@@ -9,7 +9,8 @@ import pytest
 
 from workbench import store
 from workbench.config import preset
-from workbench.method import drfree, loop, methods
+from workbench.method import loop, methods, tasks
+from workbench.peers.drfree import info_gain as drfree
 from workbench.method import rewards as R
 from workbench.method.memory import ChainView
 from workbench.policy.model import Policy, tiny_model
@@ -89,13 +90,13 @@ def test_method_rows():
 @pytest.fixture
 def forced_gate(monkeypatch):
     """The gate sees a constructed two-hop question per candidate (as test_loop's admitted round)."""
-    real_gate = loop.gate
+    real_gate = tasks.gate
 
     def gate(chain, candidates, *args, **kwargs):
         q = f"What is the {chain.relations[-1]} of the {chain.relations[0]} of {chain.titles[0]}?"
         return real_gate(chain, [(q, chain.titles[-1])] * len(candidates), *args, **kwargs)
 
-    monkeypatch.setattr(loop, "gate", gate)
+    monkeypatch.setattr(tasks, "gate", gate)
 
 
 def test_drfree_round_scores_before_the_rollouts_and_beyond_the_top_k(tmp_path, monkeypatch, forced_gate):
@@ -120,8 +121,8 @@ def test_drfree_round_scores_before_the_rollouts_and_beyond_the_top_k(tmp_path, 
 
     monkeypatch.setattr(loop.Trainer, "reward_proposer", reward_proposer)
     outcome_reads = []
-    real_outcome = R._outcome
-    monkeypatch.setattr(R, "_outcome", lambda x: outcome_reads.append(1) or real_outcome(x))
+    real_outcome = R.solver_outcome
+    monkeypatch.setattr(R, "solver_outcome", lambda x: outcome_reads.append(1) or real_outcome(x))
     rows = train(db, run="drfree-before-rollouts", method="drfree", preset="smoke", steps=1, progress=False,
                  log=None, overrides={"method.candidates_per_chain": 3})
     assert events[:2] == ["score", "rollout"]  # the proposer's reward came first
@@ -154,7 +155,7 @@ def test_without_proposer_training_no_candidate_is_rewarded(tmp_path, forced_gat
 
 
 def test_bench_drfree_times_both_in_one_run(tmp_path):
-    from workbench.method.bench_drfree import bench_drfree
+    from workbench.bench.drfree import bench_drfree
 
     r = bench_drfree(preset="smoke", candidates=2)  # the preset's world and G_0, built in memory
     assert r["candidates"] == 2 and r["group_size"] == preset("smoke").method.group_size

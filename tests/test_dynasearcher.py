@@ -12,9 +12,11 @@ import torch
 from test_rollout import PASSAGES, passage_store
 from workbench import store
 from workbench.config import KG_FILTERS, MethodConfig, preset
-from workbench.method import multireward as M
+from workbench.peers.dynasearcher import multireward as M
 from workbench.method import rewards as R
-from workbench.method.loop import Rollout, Slot, TrajectoryScore, tool_use_metrics
+from workbench.method.metrics import tool_use_metrics
+from workbench.method.round import Rollout, Slot, TrajectoryScore
+from workbench.peers.dynasearcher.rewards import term_metrics
 from workbench.method.methods import METHODS, method_spec, uses_kg_tool
 from workbench.policy import protocol
 from workbench.policy.model import Policy, tiny_model
@@ -154,7 +156,8 @@ def test_round_metrics_have_the_terms_only_where_the_reward_or_tool_is():
     plain = [Rollout(traj, TrajectoryScore(1.0, [], 0.0, False, 1.0))]
     assert tool_use_metrics(plain, kg_tool=False) == {}
     assert tool_use_metrics(plain, kg_tool=True) == {"searches_doc": 2.0, "searches_kg": 0.0}
-    out = tool_use_metrics([Rollout(traj, TrajectoryScore(1.0, [], 0.0, False, terms["total"], terms))], False)
+    out = tool_use_metrics([Rollout(traj, TrajectoryScore(1.0, [], 0.0, False, terms["total"], terms))], False,
+                           term_metrics([terms]))
     assert out["mr_recall"] == 0.5 and out["mr_penalty"] == -0.02 and out["over_hops_rate"] == 1.0
     assert out["mr_total"] == terms["total"]
 
@@ -333,7 +336,7 @@ def test_dynasearcher_rounds_log_every_term(tmp_path):
 
 
 def test_the_llm_filter_runs_with_a_real_policy_as_judge(kg_policy, con):
-    from workbench.method.loop import make_kg_tool
+    from workbench.search.retriever import make_kg_tool
 
     policy, _, _ = kg_policy
     kg = make_kg_tool(con, MethodConfig(kg_filter="llm", kg_max_triples=2), policy)

@@ -113,13 +113,14 @@ def test_recomputed_old_logprobs_match_the_hf_generation(policy):
     from types import SimpleNamespace
 
     from workbench.method.loop import Trainer
+    from workbench.method.ranks import OneProcess
     from workbench.policy.rollout import Trajectory
 
     prompts = [policy.encode("some text"), policy.encode("a few more words in it")]
     gens = policy.generate_ids(prompts, max_new_tokens=6, temperature=1.0, top_p=1.0, seed=3)
     rows = [Trajectory(i, 0, "", p, list(g.token_ids) + [5, 6], [1] * len(g.token_ids) + [0, 0],
                        list(g.logprobs) + [0.0, 0.0]) for i, (p, g) in enumerate(zip(prompts, gens))]
-    stub = SimpleNamespace(policy=policy, cfg=preset("smoke"), dist=None)
+    stub = SimpleNamespace(policy=policy, cfg=preset("smoke"), ranks=OneProcess())
     fresh = Trainer.recompute_old_logprobs(stub, rows)
     for old, new in zip(rows, fresh):
         assert new.response_ids == old.response_ids and new.old_logprobs[-2:] == [0.0, 0.0]
@@ -405,7 +406,7 @@ def test_bench_loop_times_the_loops_way_cold_warm_each_experiment_again_and_afte
     experiments the tokenizer allows (its tags are single tokens, so all three), the loop's way
     again and after a weight sync; each timing starts from an empty prefix cache, and vLLM receives
     what its name says."""
-    from workbench.method import gpu_bench as gb
+    from workbench.bench import gpu as gb, shapes
 
     marks = []  # (engine, its calls so far) at each prefix-cache reset: a timing begins
     reset = _FakeLLM.reset_prefix_cache
@@ -416,8 +417,8 @@ def test_bench_loop_times_the_loops_way_cold_warm_each_experiment_again_and_afte
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(_FakeLLM, "reset_prefix_cache", watched)
-        out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
-                            bandwidth=gb.HBM_BYTES_PER_S)
+        out = gb.bench_loop(policy_base(db), shapes.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
+                            bandwidth=shapes.HBM_BYTES_PER_S)
     assert list(out["engines"]) == ["vllm_cold", "vllm", "vllm_engine_seed", "vllm_stop_tokens",
                                     "vllm_stop_tokens_engine_seed", "vllm_again", "vllm_after_sync"]
     llm = marks[0][0]
@@ -435,21 +436,21 @@ def test_bench_loop_times_the_loops_way_cold_warm_each_experiment_again_and_afte
 def test_bench_loop_loads_no_weights_into_an_engine_core_of_its_own(fake_vllm, db, monkeypatch):
     """With vLLM's engine core in another process (``loop3b_mp``) merged weights would be pickled
     across: no sync, so no ``vllm_after_sync`` timing."""
-    from workbench.method import gpu_bench as gb
+    from workbench.bench import gpu as gb, shapes
 
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
-    out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
-                        bandwidth=gb.HBM_BYTES_PER_S)
+    out = gb.bench_loop(policy_base(db), shapes.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
+                        bandwidth=shapes.HBM_BYTES_PER_S)
     assert list(out["engines"])[-1] == "vllm_again" and out["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
 
 
 def test_bench_loop_profiles_the_loops_way_once_more_when_asked(fake_vllm, db):
     """``--profile``: one more timing of the loop's way under cProfile, after the clean ones, and
     the functions with the most time of their own (the rollout's own among them)."""
-    from workbench.method import gpu_bench as gb
+    from workbench.bench import gpu as gb, shapes
 
-    out = gb.bench_loop(policy_base(db), gb.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
-                        bandwidth=gb.HBM_BYTES_PER_S, profile=True)
+    out = gb.bench_loop(policy_base(db), shapes.SHAPES["tiny-test"], db, "smoke", "cpu", ["vllm"], batch=4,
+                        bandwidth=shapes.HBM_BYTES_PER_S, profile=True)
     assert list(out["engines"])[-2:] == ["vllm_after_sync", "vllm_profiled"]
     assert out["engines"]["vllm_profiled"]["generated_tokens"] == out["engines"]["vllm"]["generated_tokens"]
     top = out["profile"]

@@ -9,7 +9,8 @@ import pytest
 from workbench import store
 from workbench.config import preset
 from workbench.kg import topology
-from workbench.method import eog, methods
+from workbench.method import methods
+from workbench.peers.eog import queries as eog
 from workbench.method.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, SolverInputs
 from workbench.method.train import ensure_world, train
 from workbench.policy.rollout import Trajectory
@@ -187,7 +188,7 @@ def test_patterns_config_is_checked():
 
 def test_set_rewards_score_against_the_whole_set():
     v = _view(answers=("Rome", "Oslo", "Bern", "Lima"))
-    from workbench.method.loop import Slot
+    from workbench.method.round import Slot
 
     slot = Slot("q?", v.answer_titles, 2, "generated", v)
     hit = Trajectory(0, 0, "p", [], answer="Bern")
@@ -251,16 +252,16 @@ def test_other_methods_report_no_curriculum(db):
 @pytest.mark.parametrize("method, solver, proposer", [("eog", True, True), ("eog_wo_solver_update", False, True),
                                                        ("eog_wo_proposer_update", True, False)])
 def test_role_ablations_drop_that_role_from_the_update(db, monkeypatch, method, solver, proposer):
-    from workbench.method import loop
+    from workbench.method.update import PolicyStep
 
     seen = []
-    real = loop.Trainer._step
+    real = PolicyStep.__call__
 
     def step(self, t, rows, advantages, **kwargs):
         seen.extend(rows)
         return real(self, t, rows, advantages, **kwargs)
 
-    monkeypatch.setattr(loop.Trainer, "_step", step)
+    monkeypatch.setattr(PolicyStep, "__call__", step)
     train(db, run=f"roles-{method}", method=method, preset="smoke", steps=1, progress=False, log=None)
     cfg = preset("smoke").method
     n_solver = cfg.chains_per_round * cfg.admit_top_k * cfg.group_size

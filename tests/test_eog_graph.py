@@ -15,9 +15,12 @@ from workbench import store
 from workbench.config import MethodConfig, preset
 from workbench.kg import topology
 from workbench.kg.tinyworld import build_world
-from workbench.method import eog, eog_warmstart
+from workbench.peers.eog import queries as eog, warmstart as eog_warmstart
 from workbench.method import rewards as R
-from workbench.method.loop import Rollout, Slot, TrajectoryScore, score_trajectory, tool_use_metrics
+from workbench.method.metrics import tool_use_metrics
+from workbench.method.round import Rollout, Slot, TrajectoryScore
+from workbench.method.score import score_trajectory
+from workbench.peers.eog import rewards as eog_rewards
 from workbench.method.methods import METHODS, uses_graph_tools
 from workbench.method.path_support import EvidenceGraph, PathSupportParams
 from workbench.policy import protocol
@@ -205,14 +208,15 @@ def test_an_answer_set_is_no_longer_capped_at_two_over_one_plus_the_set():
     slot = _topology_slot(answers)
     one = R.SolverInputs(1.0, trajectory=type("T", (), {"answer": "Oslo"})(), slot=slot)
     every = R.SolverInputs(1.0, trajectory=type("T", (), {"answer": "Oslo; Rome; Bern"})(), slot=slot)
-    assert R.eog_f1(one) == pytest.approx(2 / (1 + len(answers)))  # what one answer can reach
-    assert R.eog_f1(every) == 1.0 and R.eog_hit1(every) == 1.0
+    assert eog_rewards.eog_f1(one) == pytest.approx(2 / (1 + len(answers)))  # what one answer can reach
+    assert eog_rewards.eog_f1(every) == 1.0 and eog_rewards.eog_hit1(every) == 1.0
     wrong_first = R.SolverInputs(0.0, trajectory=type("T", (), {"answer": "Lima; Rome"})(), slot=slot)
-    assert R.eog_hit1(wrong_first) == 0.0 and R.eog_f1(wrong_first) == pytest.approx(set_f1(["Lima", "Rome"], answers))
+    assert eog_rewards.eog_hit1(wrong_first) == 0.0
+    assert eog_rewards.eog_f1(wrong_first) == pytest.approx(set_f1(["Lima", "Rome"], answers))
     # a seed question (one entity, its aliases): a set naming it scores by precision, one answer as EM
     seed = Slot("q?", ["Zafonil", "Federation of Zafonil"], 2, "seed")
-    assert R.eog_f1(R.SolverInputs(1.0, trajectory=type("T", (), {"answer": "Zafonil"})(), slot=seed)) == 1.0
-    assert R.eog_f1(R.SolverInputs(1.0, trajectory=type("T", (), {"answer": "Zafonil; Oslo"})(),
+    assert eog_rewards.eog_f1(R.SolverInputs(1.0, trajectory=type("T", (), {"answer": "Zafonil"})(), slot=seed)) == 1.0
+    assert eog_rewards.eog_f1(R.SolverInputs(1.0, trajectory=type("T", (), {"answer": "Zafonil; Oslo"})(),
                                    slot=seed)) == pytest.approx(2 / 3)
 
 

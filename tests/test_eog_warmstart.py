@@ -11,7 +11,8 @@ from workbench import store
 from workbench.config import preset
 from workbench.kg import topology, topology_qa
 from workbench.kg.tinyworld import build_world
-from workbench.method import eog, eog_warmstart, methods
+from workbench.method import methods
+from workbench.peers.eog import queries as eog, warmstart as eog_warmstart
 from workbench.method.gate import check_candidate
 from workbench.policy import protocol
 
@@ -93,7 +94,7 @@ def test_settings_are_checked():
 def test_the_eog_rows_and_only_they_start_from_the_topology_warm_start():
     cfg = preset("tiny", **{"method.topology_prompt": "query", "method.topology_max_answers": 7})
     for name, spec in methods.METHODS.items():
-        demos = eog_warmstart.topology_demos(spec, cfg)
+        demos = methods.warmstart_demos(spec, cfg)
         assert (demos is not None) == name.startswith("eog"), name
         if demos is not None:
             assert (demos.prompt, demos.max_answers) == ("query", 7)

@@ -22,7 +22,7 @@ RUNS = [("r_ssp", "ssp"), ("r_coevo", "coevokg")]
 def no_browser(monkeypatch):
     """A real kaleido failure (no browser at BROWSER_PATH), so the HTML-only path runs fast."""
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
-    monkeypatch.setattr(figures, "_png_works", None)
+    monkeypatch.setattr(figures.base, "_png_works", None)
 
 
 @pytest.fixture()
@@ -134,7 +134,7 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
 
 def test_save_fig_writes_png_when_a_browser_exists_else_says_how(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WORKBENCH_FIGURES", str(tmp_path))
-    monkeypatch.setattr(figures, "_png_works", None)
+    monkeypatch.setattr(figures.base, "_png_works", None)
     written = figures.save_fig(go.Figure(go.Bar(x=["a"], y=[1])), "probe")
     assert written[0] == tmp_path / "probe.html" and written[0].exists()
     if len(written) == 2:  # a Chromium exists here: a real PNG
@@ -145,7 +145,7 @@ def test_save_fig_writes_png_when_a_browser_exists_else_says_how(tmp_path, monke
 
 def test_save_fig_without_kaleido_writes_the_html_and_names_the_import_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido raises, as on an image without it
-    monkeypatch.setattr(figures, "_png_works", None)
+    monkeypatch.setattr(figures.base, "_png_works", None)
     written = figures.save_fig(go.Figure(go.Bar(x=["a"], y=[1])), "probe", out_dir=tmp_path)
     assert written == [tmp_path / "probe.html"] and written[0].exists()
     assert "PNG export off: import of kaleido halted" in capsys.readouterr().out

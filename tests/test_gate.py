@@ -11,7 +11,7 @@ from workbench.method import gate as gate_module
 from workbench.method import proposer as proposer_module
 from workbench.method.gate import (LLMVerifier, StructuralVerifier, Verdict, filter_candidate, gate,
                                    parse_verdicts, quality)
-from workbench.method.loop import OpenGate
+from workbench.method.verifiers import OpenGate
 from workbench.method.memory import ChainView
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards
 from workbench.method.rewards import GroupOutcome, Schedule
@@ -301,7 +301,7 @@ def test_the_verifier_vocabulary_counts_word_forms_then_entity_types():
 
 def test_the_loop_reads_the_types_from_the_store_and_config_checks_the_name():
     from workbench.config import preset
-    from workbench.method.loop import make_verifier
+    from workbench.method.verifiers import make_verifier
 
     con = store.connect(":memory:")
     con.execute("INSERT INTO entities VALUES (1, 'Kavimo', 'film', 'entity', 'test'), (3, 'Uni of Bel', 'university', 'entity', 'test')")

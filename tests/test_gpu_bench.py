@@ -6,24 +6,25 @@ from __future__ import annotations
 import pytest
 import torch
 
+from workbench.bench import gpu as gb
+from workbench.bench import shapes
 from workbench.cli import main
-from workbench.method import gpu_bench as gb
 
 
 def test_param_count_matches_the_built_model_and_the_published_sizes():
-    model = gb.random_model(gb.SHAPES["tiny-test"], "cpu", torch.float32)
-    assert gb.param_count(gb.SHAPES["tiny-test"]) == sum(p.numel() for p in model.parameters())
-    sizes = {name: round(gb.param_count(spec) / 1e9, 2) for name, spec in gb.SHAPES.items() if name != "tiny-test"}
+    model = gb.random_model(shapes.SHAPES["tiny-test"], "cpu", torch.float32)
+    assert shapes.param_count(shapes.SHAPES["tiny-test"]) == sum(p.numel() for p in model.parameters())
+    sizes = {name: round(shapes.param_count(spec) / 1e9, 2) for name, spec in shapes.SHAPES.items() if name != "tiny-test"}
     assert sizes == {"qwen2.5-3b": 3.09, "qwen2.5-7b": 7.62, "llama-3.1-8b": 8.03}
 
 
 def test_roofline_and_tflops_reproduce_the_issues_figures():
-    roof = gb.decode_roofline(gb.SHAPES["qwen2.5-3b"], batch=256, prompt_tokens=512, new_tokens=256)
+    roof = shapes.decode_roofline(shapes.SHAPES["qwen2.5-3b"], batch=256, prompt_tokens=512, new_tokens=256)
     assert 95_000 < roof["tokens_per_s"] < 105_000  # issue 14: "~100k tokens/s"
     assert roof["step_bytes"] == roof["weight_bytes"] + roof["kv_bytes"]
-    assert gb.kv_bytes_per_token(gb.SHAPES["qwen2.5-3b"]) == 2 * 36 * 2 * 128 * 2
+    assert shapes.kv_bytes_per_token(shapes.SHAPES["qwen2.5-3b"]) == 2 * 36 * 2 * 128 * 2
     # Unsloth's 0.36 s step at 8 x 1,024 tokens: ~53% of the measured 790 TFLOP/s
-    assert gb.step_tflops(gb.SHAPES["qwen2.5-3b"], 8 * 1024, 0.36) / 790 == pytest.approx(0.53, abs=0.01)
+    assert shapes.step_tflops(shapes.SHAPES["qwen2.5-3b"], 8 * 1024, 0.36) / 790 == pytest.approx(0.53, abs=0.01)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -99,7 +100,7 @@ def test_paper_shape_folder_pads_the_tokenizer_to_the_shapes_vocabulary(tmp_path
     folder = gb.paper_shape_folder("tiny-test", tmp_path / "small", tmp_path / "shape")
     padded = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
-    assert len(padded) == model.config.vocab_size == gb.SHAPES["tiny-test"]["vocab_size"]
+    assert len(padded) == model.config.vocab_size == shapes.SHAPES["tiny-test"]["vocab_size"]
     assert padded("rome")["input_ids"] == tok("rome")["input_ids"]  # the original tokens keep their ids
     assert padded.decode([len(tok)]) == "<|pad0|>" and model.config.eos_token_id == tok.eos_token_id
     with pytest.raises(ValueError, match="more than tiny-test's vocabulary"):
@@ -131,7 +132,7 @@ def test_bench_gpu_makes_its_policies_by_the_runs_recipe_without_writing_weights
     from workbench.policy.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["bench tokens"] * 5, vocab_size=300)
-    spec = gb.SHAPES["tiny-test"]
+    spec = shapes.SHAPES["tiny-test"]
     calls = []
 
     def load(dtype, role):
@@ -150,3 +151,21 @@ def test_bench_gpu_makes_its_policies_by_the_runs_recipe_without_writing_weights
         assert trainer == kind and (reference is None) == bool(rank) and dtypes == {torch.float32 if not rank
                                                                                     else torch.bfloat16}
     assert not any(tmp_path.iterdir())
+
+
+def test_the_update_bench_times_the_trainers_own_step(monkeypatch):
+    """Issue 41: ``bench gpu``'s update part runs ``update.PolicyStep`` (the trainer's step), not a
+    copy of it that could drift from what the round runs."""
+    from workbench.method.update import PolicyStep
+
+    calls = []
+    real = PolicyStep.__call__
+
+    def counted(self, t, rows, advantages, **kwargs):
+        calls.append((len(rows), sum(len(r.response_ids) for r in rows)))
+        return real(self, t, rows, advantages, **kwargs)
+
+    monkeypatch.setattr(PolicyStep, "__call__", counted)
+    upd = gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 3, 8, 2)
+    assert calls == [(3, 3 * 6)] * 3  # one warm-up and two timed steps, 3 rows of 8 tokens (2 of prompt)
+    assert upd["step_s"] > 0 and 0 < upd["reference_s"] < upd["step_s"] and upd["trainer"] == "peft"

@@ -10,7 +10,8 @@ import pytest
 from test_rollout import passage_store
 from workbench.config import PRESETS, MethodConfig, preset
 from workbench.evaluate import model_kg_tool
-from workbench.method.loop import Trainer, make_kg_tool
+from workbench.method.loop import Trainer
+from workbench.search.retriever import make_kg_tool
 from workbench.method.methods import method_spec
 from workbench.policy import protocol
 from workbench.policy.model import Policy, tiny_model

@@ -20,12 +20,13 @@ PACKAGE = Path(workbench.__file__).parent
 # Low to high; a module may import its own layer and those below. The key is the name's first part
 # below ``workbench`` ("workbench" itself for the package's __init__).
 LAYERS = (
-    {"workbench", "paths", "scoring", "config", "limits"},                # pure helpers
+    {"workbench", "paths", "scoring", "config", "limits", "registry"},    # pure helpers
     {"store"},                                                            # the DuckDB store
     {"kg", "search", "policy"},                                           # knowledge, retrieval, models
-    {"method"},                                                           # the paper's method
-    {"evaluate", "figures", "compare", "batch", "paper", "reference", "qa_import", "notebook", "plan", "table1_suite",
-     "data_pipeline"},                                                    # faces over the method
+    {"method"},                                                           # the paper's method (the round)
+    {"peers"},                                                            # peer methods: plug into the round
+    {"evaluate", "figures", "compare", "batch", "paper", "reference", "qa_import", "notebook", "plan",
+     "table1_suite", "data_pipeline", "bench"},                           # faces over the method
     {"commands", "cli"},                                                  # the `workbench` command
 )
 
@@ -94,6 +95,67 @@ def test_no_module_imports_a_higher_layer():
 def test_every_known_upward_arrow_still_exists():
     gone = sorted(KNOWN_UPWARD - UPWARD)
     assert not gone, f"no longer imported upward, remove from KNOWN_UPWARD: {gone}"
+
+
+def _circles() -> list[set[str]]:
+    """Modules that import each other in a loop (strongly connected components of ARROWS, any size
+    over one), by Tarjan's algorithm."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(m):
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        on.add(m)
+        for a, d in ARROWS:
+            if a != m:
+                continue
+            if d not in index:
+                visit(d)
+                low[m] = min(low[m], low[d])
+            elif d in on:
+                low[m] = min(low[m], index[d])
+        if low[m] == index[m]:
+            comp = set()
+            while True:
+                x = stack.pop()
+                on.discard(x)
+                comp.add(x)
+                if x == m:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for m in sorted(MODULES):
+        if m not in index:
+            visit(m)
+    return out
+
+
+def test_no_modules_import_each_other_in_a_loop():
+    """Issue 41: no circle (method.loop <-> method.distributed, search.kg_search <-> search.server,
+    reference <-> table1_suite were the last), counting imports inside functions too."""
+    assert not _circles(), _circles()
+
+
+@pytest.mark.parametrize("module, forbidden", [
+    ("workbench.evaluate", "workbench.method.loop"),  # evaluation needs the tool, not the round
+    ("workbench.method.loop", "workbench.method.distributed"),  # distributed execution wraps the trainer
+    ("workbench.method.update", "workbench.method.distributed"),
+])
+def test_the_round_and_evaluation_keep_apart(module, forbidden):
+    assert not any(d == forbidden or d.startswith(forbidden + ".") for d in _imports(module)), (module, forbidden)
+
+
+def test_plan_imports_no_benchmark():
+    """``plan`` reads the model shapes (``bench.shapes``, data), never a benchmark that measures."""
+    assert {d for d in _imports("workbench.plan") if d.startswith("workbench.bench")} <= {"workbench.bench.shapes"}
+
+
+def test_the_core_never_imports_a_peer():
+    """A peer (``workbench/peers/X``) registers with the core; only the faces above (commands,
+    figures, notebooks) may name one."""
+    core = [m for m in MODULES if _layer(m) <= LAYERS.index({"method"})]
+    assert not [(m, d) for m in core for d in _imports(m) if d.startswith("workbench.peers")]
 
 
 def test_imports_are_found_at_module_level_and_inside_functions():

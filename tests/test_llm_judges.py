@@ -63,7 +63,7 @@ def test_verifier_judges_a_rounds_chains_in_one_batch(policy):
 def test_extractor_runs_one_batch_and_grounds_every_entity(policy):
     """The real policy's replies, one batch: every entity on a path is the entity of a passage the
     trajectory retrieved or named by one (issue 40: not merely one of the chain's titles)."""
-    from workbench.method.loop import extraction_item
+    from workbench.method.score import extraction_item
     from workbench.policy.rollout import Trajectory
 
     counting = CountingPolicy(policy)

@@ -159,7 +159,7 @@ def test_minibatches_take_that_many_optimiser_steps_per_round(db, caplog):
     from workbench.policy.model import model_labels
     from workbench.method.train import run_dir
 
-    with caplog.at_level(logging.DEBUG, logger="workbench.method.loop"):  # what a cut-short round leaves behind
+    with caplog.at_level(logging.DEBUG, logger="workbench.method"):  # what a cut-short round leaves behind
         train(db, run="mb", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
               overrides={"method.minibatches": 3, "method.lr": 1e-3, "method.warmup_steps": 4})
     stages = [m.split(":")[0] for m in caplog.messages if m.startswith(("round stage", "after round"))]
@@ -250,15 +250,15 @@ def test_a_round_with_admitted_candidates(db, monkeypatch):
     """Constructed proposer output (the smoke base writes none the gate admits): admitted
     questions are stored, posed to the solver, get Eq. 10's reward from their G rollouts, and
     their trajectories are offered to write-back."""
-    from workbench.method import loop
+    from workbench.method import tasks
 
-    real_gate = loop.gate
+    real_gate = tasks.gate
 
     def gate(chain, candidates, *args, **kwargs):
         q = f"What is the {chain.relations[-1]} of the {chain.relations[0]} of {chain.titles[0]}?"
         return real_gate(chain, [(q, chain.titles[-1])] * len(candidates), *args, **kwargs)
 
-    monkeypatch.setattr(loop, "gate", gate)
+    monkeypatch.setattr(tasks, "gate", gate)
     rows = train(db, run="admitted", method="coevokg", preset="smoke", steps=2, progress=False, log=None)
     assert all(r["admitted_rate"] > 0 and r["p_s_generated"] is not None for r in rows)
     assert all(r["seed_fallback_rate"] < 1 for r in rows)

@@ -9,7 +9,7 @@ import pytest
 from workbench import store
 from workbench.kg.pool import chain_hash
 from workbench.method import memory
-from workbench.method.bench import bench_writeback
+from workbench.bench.loop import bench_writeback
 from workbench.method.memory import ChainView, RetrievedPassage, WriteBackItem, write_back
 from workbench.method.path_support import EvidenceGraph
 

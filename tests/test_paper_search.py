@@ -10,11 +10,11 @@ from workbench import store
 from workbench.cli import main
 from workbench.config import preset
 from workbench.evaluate import outcomes
-from workbench.method.loop import score_trajectory
+from workbench.method.score import score_trajectory
 from workbench.method.path_support import EvidenceGraph, PathSupportParams
 from workbench.kg.sources import import_kilt, import_wiki18
 from workbench.policy.rollout import rollout
-from workbench.search import server
+from workbench.search import wire
 from workbench.search.client import RemoteRetriever
 from workbench.search.retriever import make_retriever
 from workbench.search.server import running_server
@@ -25,7 +25,7 @@ from workbench.search.tool import Hit, Retriever, SearchTool
 def search_r1_wire(monkeypatch):
     """Make ``running_server`` answer as Search-R1's server over wiki-18 does: each document is the
     corpus line alone, ``{"id", "contents"}``, with no ``entity_id`` (nor ``title``/``text``)."""
-    monkeypatch.setattr(server, "document", lambda h: {"id": str(h.passage_id), "contents": h.contents})
+    monkeypatch.setattr(wire, "document", lambda h: {"id": str(h.passage_id), "contents": h.contents})
 
 
 class Documents(Retriever):
@@ -103,7 +103,7 @@ def test_search_r1_hits_get_the_entity_their_passage_has_in_the_store(kilt_store
                         Hit(2, None, "Zed River", "The Zed flows north.", 7.0),
                         Hit(3, None, "Nowhere Land", "A page KILT links to but lacks.", 6.0)])
     with running_server(served) as url:
-        assert "entity_id" not in server.answer(served, server.parse_request({"queries": ["x"]}))["result"][0][0]
+        assert "entity_id" not in wire.answer(served, wire.parse_request({"queries": ["x"]}))["result"][0][0]
         assert [h.entity_id for h in RemoteRetriever(url).search(["x"], 4)[0]] == [None] * 4  # no store: as before
         hits = _remote(url, con, 4).search(["Where did Alba premiere?", "x"])
     # each wiki-18 hit gets the entity its passage was linked to by the import: KILT's page for a

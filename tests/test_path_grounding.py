@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.method.llm_judges import LLMPathExtractor
-from workbench.method.loop import answer_candidates, extraction_item, score_trajectory
+from workbench.method.score import answer_candidates, extraction_item, score_trajectory
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, Record
 from workbench.policy.rollout import Trajectory
 from test_eog_graph import con, graph_policy  # noqa: F401 (fixtures: the overfitted graph-tool policy)

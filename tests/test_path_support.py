@@ -7,7 +7,7 @@ import pytest
 
 from workbench import store
 from workbench.method import path_support
-from workbench.method.bench import bench_path_support
+from workbench.bench.loop import bench_path_support
 from workbench.method.path_support import EvidenceGraph, PathSupportParams, Record, extract_path
 
 

@@ -17,7 +17,8 @@ import pytest
 
 from test_search import make_store
 from workbench.search.client import RemoteRetriever, parse_document
-from workbench.search.server import Limits, make_server, running_server, url_of
+from workbench.search.server import make_server, running_server, url_of
+from workbench.search.wire import Limits
 from workbench.search.tool import Retriever, SearchTool
 
 QUERIES = ["Who directed Grey Tide?", "capital of Kolomo", "violinist born in a river port", "zzzq"]
@@ -340,7 +341,7 @@ def test_ipv6_loopback_is_served(db):
 
 def test_bench_server_refuses_other_hosts_and_reports_goals(tmp_path, capsys):
     from workbench.cli import main
-    from workbench.search.server_bench import Target
+    from workbench.bench.server import Target
 
     with pytest.raises(ValueError, match="loopback only"):
         Target("http://10.0.0.1:8000")

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from test_search import make_store
-from workbench.search.server import Limits, encode_json, encode_result, make_server, url_of
-from workbench.search.server_bench import (Target, Trickle, greedy, peak_rss_mb, start_server, stop_server,
+from workbench.search.server import make_server, url_of
+from workbench.search.wire import Limits, encode_json, encode_result
+from workbench.bench.server import (Target, Trickle, greedy, peak_rss_mb, start_server, stop_server,
                                            synthetic_store)
 from workbench.search.tool import Hit, Retriever, SearchTool, cached_bytes
 

@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from test_search import make_store  # noqa: E402
-from workbench.search.server import Limits, Request, RequestError, parse_body, parse_request, running_server  # noqa: E402
+from workbench.search.server import running_server  # noqa: E402
 from workbench.search.tool import SearchTool  # noqa: E402
+from workbench.search.wire import Limits, Request, RequestError, parse_body, parse_request  # noqa: E402
 
 LIMITS = Limits(max_body=4096, max_queries=8, max_topk=50, timeout=2.0)
 

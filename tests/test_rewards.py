@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from workbench.method import registry, rewards
+from workbench import registry
+from workbench.method import rewards
 from workbench.method.rewards import (PROPOSER_REWARDS, SOLVER_REWARDS, GroupOutcome, ProposerInputs, Schedule,
                                       SolverInputs,
                                       difficulty_reward, path_score, reads_path, solver_reward, success_rate,

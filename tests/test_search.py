@@ -291,7 +291,7 @@ def test_cli_search_opens_the_store_read_only(db, tmp_path, capsys):
 
 
 def test_bench_recall_and_speed_on_bm25(db, tmp_path):
-    from workbench.search import bench
+    from workbench.bench import retrieval as bench
 
     tool = SearchTool(db, index="bm25")
     questions = [("Where was Tamsin Ore born?", ["Dagiju"], [4, 1]),       # evidence: passage 104

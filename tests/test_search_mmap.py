@@ -164,7 +164,7 @@ def test_the_bench_refuses_random_vectors_in_the_stores_own_index_folder(tmp_pat
 
     path = tmp_path / "w.duckdb"
     make_store(path).close()
-    done = subprocess.run([sys.executable, "-m", "workbench.search.mmap_bench", str(path), "--index", "dense",
+    done = subprocess.run([sys.executable, "-m", "workbench.bench.mmap", str(path), "--index", "dense",
                            "--index-dir", str(tmp_path / "w.index"), "--synthetic-vectors"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "the store's own index folder" in done.stderr

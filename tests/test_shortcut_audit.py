@@ -10,7 +10,8 @@ import pytest
 from workbench import store
 from workbench.cli import main
 from workbench.config import preset
-from workbench.method import loop, shortcut_audit as A
+from workbench.method import tasks
+from workbench.peers.drfree import shortcut_audit as A
 from workbench.paper import drfree_table5
 from workbench.scoring import exact_match
 
@@ -56,13 +57,13 @@ def test_audit_of_a_smoke_run(tmp_path, monkeypatch, capsys):
     con = store.connect(db)
     ensure_world(con, preset("smoke"))
     con.close()
-    real_gate = loop.gate
+    real_gate = tasks.gate
 
     def gate(chain, candidates, *args, **kwargs):  # admit a constructed question (as test_loop)
         q = f"What is the {chain.relations[-1]} of the {chain.relations[0]} of {chain.titles[0]}?"
         return real_gate(chain, [(q, chain.titles[-1])] * len(candidates), *args, **kwargs)
 
-    monkeypatch.setattr(loop, "gate", gate)
+    monkeypatch.setattr(tasks, "gate", gate)
     train(db, run="df-audit", method="drfree", preset="smoke", steps=2, progress=False, log=None)
     con = store.connect(db, read_only=True)
     items = A.generated_questions(con, "df-audit", n=50)

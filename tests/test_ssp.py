@@ -16,7 +16,7 @@ import torch
 
 from test_rollout import PASSAGES, passage_store
 from workbench.config import preset
-from workbench.method import loop, ssp
+from workbench.method import loop, ssp, update
 from workbench.method.gate import Verdict
 from workbench.method.memory import ChainView
 from workbench.method.methods import method_spec
@@ -161,7 +161,7 @@ def test_an_invalid_question_gets_the_format_penalty_a_valid_one_1_minus_acc():
 
 
 def test_the_ssp_row_searches_and_the_no_search_row_says_so():
-    assert method_spec("ssp").proposer_search and not method_spec("ssp_no_search").proposer_search
+    assert (method_spec("ssp").task_source, method_spec("ssp_no_search").task_source) == ("ssp", "answer_entity")
     assert "w/o proposer search" in method_spec("ssp_no_search").label
     assert method_spec("ssp").proposer_reward == method_spec("ssp_no_search").proposer_reward == "ssp_adversarial"
 
@@ -181,13 +181,13 @@ def test_a_trainer_round_poses_ssps_question_and_masks_the_proposers_retrieved_t
                                    admit_top_k=1, group_size=2, ssp_rag_noise=0))
     reference = Policy(policy.model, policy.tokenizer, device="cpu")
     trainer = loop.Trainer(con, cfg, method_spec("ssp"), "ssp-t", policy, reference, tool)
-    monkeypatch.setattr(trainer, "_task_chains", lambda t: [ChainView(-1, "", [3], [ANSWER], [], [""])])
+    monkeypatch.setattr(trainer.tasks, "draw", lambda t: [ChainView(-1, "", [3], [ANSWER], [], [""])])
     tasks, slots = trainer.propose(0)
     assert [c.verdict.reason for c in tasks[0].candidates] == ["ok", "ok"]
     assert [(s.question, s.answers, s.source, s.hops) for s in slots] == [(QUESTION, [ANSWER], "generated", 2)]
     masks = []
-    real = loop.reinforce_pp_advantages
-    monkeypatch.setattr(loop, "reinforce_pp_advantages", lambda r, mask, **kw: masks.append(mask) or real(r, mask, **kw))
+    real = update.reinforce_pp_advantages
+    monkeypatch.setattr(update, "reinforce_pp_advantages", lambda r, mask, **kw: masks.append(mask) or real(r, mask, **kw))
     for cand, reward in zip(tasks[0].candidates, (0.5, -0.1)):
         cand.reward = reward
     trainer.update(0, tasks, [])

@@ -14,10 +14,10 @@ import pytest
 
 from workbench import figures, reference, store
 from workbench.cli import main
-from workbench.evaluate import sign_test_p
+from workbench.evaluate import pooled_sign_test, sign_test_p
 from workbench.kg.benchmarks import SUITE, ensure_suite, size_of
 from workbench.kg.tinyworld import build_world
-from workbench.table1_suite import pooled_sign_test, report
+from workbench.table1_suite import report
 
 ROOT = Path(__file__).resolve().parents[1]
 

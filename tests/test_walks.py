@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from workbench import store
-from workbench.kg.walks import (CSRGraph, _prepare_sql, bench_walks, hop_range, per_hop_walks, random_walks,
-                                sql_walks, synthetic_edges)
+from workbench.bench.walks import _prepare_sql, bench_walks, per_hop_walks, sql_walks, synthetic_edges
+from workbench.kg.walks import CSRGraph, hop_range, random_walks
 
 
 @pytest.fixture()

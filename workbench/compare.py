@@ -173,7 +173,7 @@ def compare_figure(runs: pd.DataFrame, metrics: pd.DataFrame, by: str = "method"
                 f"(preset {presets})<br>" + "<br>".join(_wrap_runs(line) for line in lines))
     fig.update_layout(title=dict(text=f"Runs compared: {len(runs)} runs in {len(order)} groups",
                                  subtitle=dict(text=subtitle), yref="container", y=1, yanchor="top", pad=dict(t=14)),
-                      template="plotly_white", margin=dict(t=figures._top_margin(subtitle)))
+                      template="plotly_white", margin=dict(t=figures.top_margin(subtitle)))
     fig.update_annotations(font_size=13)
     return figures.legend_below(fig, panels_px=260 * len(keys), y=-0.3 / len(keys))
 

@@ -76,7 +76,7 @@ class SearchConfig:
     rrf_k: float = 60  # hybrid: reciprocal rank fusion's constant (Cormack et al. 2009's 60; ours to keep it)
     # ours: hybrid fuses each retriever's top hybrid_depth hits by fusion (rrf | minmax | zscore,
     # search.index.fuse), BM25's weight fusion_weight (dense's 1 - fusion_weight); the three chosen on a
-    # development set, not on the hand-written test questions (scripts/hybrid_dev.py; 50, rrf, 0.5 before)
+    # development set, not on the hand-written test questions (dev/hybrid_dev.py; 50, rrf, 0.5 before)
     hybrid_depth: int = 100
     fusion: str = "zscore"
     fusion_weight: float = 0.7
@@ -138,7 +138,7 @@ class MethodConfig:
     extraction_penalty: float = -0.1  # ours: the paper's "small fixed penalty"
     proposer_reward: str = ""  # a rewards.PROPOSER_REWARDS name; "" = the method's (methods.py)
     solver_reward: str = ""  # a rewards.SOLVER_REWARDS name; "" = the method's
-    verifier: str = ""  # the gate's verifier: structural | open | llm (loop.make_verifier); "" = the method's
+    verifier: str = ""  # the gate's verifier: structural | open | llm (verifiers.make_verifier); "" = the method's
     pool_sampling: str = "uniform"  # ours: chains drawn uniformly from G_t, or "evidence" (weighted by evidence count)
     penalize_rejected: bool = False  # ours, not the paper: candidates failing the gate's bar get extraction_penalty too (proposer.py)
     lr: float = 3e-5  # ours: 1e-5 to 5e-5 gained alike in float32 (LOG.md, session 4)
@@ -187,14 +187,14 @@ class MethodConfig:
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
     drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
-    # Dr. Free (seed 002; method/drfree_loop.py): its chain construction, HRPO, iterations and anchor.
+    # Dr. Free (seed 002; peers/drfree/construction.py): its chain construction, HRPO, iterations and anchor.
     # "" / 0 = the method's own (methods.py: the Dr. Free rows use drfree, hrpo and 3 iterations; the others all, reinforce_pp, 1)
     chain_selection: str = ""  # which G_0 chains a kg_chains method draws: all | drfree (whitelist, unique grounding, retrieval check, hop ratio: kg.chain_checks.drfree_selection)
     drfree_hop_ratio: str = ""  # Table 7's hop-sampling ratio over the selected chains' hop counts, e.g. "1:1"; "" = equal shares (ours: its best row, 1:1:1, over hop classes it does not name)
     proposer_algorithm: str = ""  # the proposer's advantage: reinforce_pp (seed 000, Eq. 12) | hrpo (hop-grouped, seed 002 Table 6; defined in Dr. Zero)
     iterations: int = 0  # self-evolution iterations the run's rounds are split into (seed 002, Table 9; the paper: 50 steps each, Table 6)
     drfree_anchor: str = "updated"  # the model scoring Dr. Free's likelihoods (ours, seed 002 Fig. 4): updated (the run's best at the previous iteration's end) | fixed (the base) | live (the current policy)
-    # DynaSearcher (seed 003; method/multireward.py, search/kg_search.py)
+    # DynaSearcher (seed 003; peers/dynasearcher/multireward.py, search/kg_search.py)
     kg_tool: str = ""  # the <kg_search> tool offered to the solver: "on" | "off"; "" = the method's (methods.py)
     kg_filter: str = "overlap"  # the KG filter module: overlap (deterministic, the tiny tier) | llm (the policy judges) | none; the paper: an LLM
     kg_max_triples: int = 4  # ours: triples one KG search returns after the filter
@@ -329,7 +329,7 @@ CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02"),
                     "method.topology_prompt": ("witness", "2026-12-04"),
                     "search.hybrid_depth": (50, "2026-12-04"), "search.fusion": ("rrf", "2026-12-04"),
                     "search.fusion_weight": (0.5, "2026-12-04")}
-VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
+VERIFIERS = ("", "llm", "open", "structural")  # method.verifiers.make_verifier's names; "" = the method's
 VERIFIER_VOCABULARIES = ("exact", "forms", "forms_types")  # gate.StructuralVerifier's word matching
 POOL_SAMPLING = ("evidence", "uniform")
 KG_TOOL = ("", "off", "on")  # "" = the method's
@@ -337,7 +337,7 @@ KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
 INDEXES = ("bm25", "dense", "hybrid")  # search.tool.INDEX_KINDS (tested equal)
 FUSIONS = ("rrf", "minmax", "zscore")  # search.index.FUSIONS (tested equal)
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
-MR_PENALTY_FORMS = ("saturating", "literal")  # method.multireward.PENALTY_FORMS (tested equal)
+MR_PENALTY_FORMS = ("saturating", "literal")  # peers.dynasearcher.multireward.PENALTY_FORMS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
 DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL

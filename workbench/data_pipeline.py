@@ -48,6 +48,7 @@ from workbench.kg import sources
 from workbench.plan import TABLE1_DATASETS
 from workbench.search import index as search_index
 from workbench.search.encoder import is_e5
+from workbench.search.retriever import pool_retriever
 
 PIPELINE = "paper"
 SOURCE_STEPS = ("kilt", "wiki18")  # a change of either is a new world
@@ -287,7 +288,8 @@ def pool_step(pool_cfg, walks: int, upstream: list[Step]) -> Step:
                     retrieval_verify=pool_cfg.retrieval_verify, hop_ratio=pool_cfg.hop_ratio)
 
     def run(con, redo):
-        result = kg_pool.build_pool(con, force=redo, **settings)
+        search = pool_retriever(con) if settings["retrieval_verify"] else None
+        result = kg_pool.build_pool(con, force=redo, search=search, **settings)
         return {k: result[k] for k in ("build_id", "walks", "chains", "rejected", "evidence", "rejections")}
     return Step("pool", f"G_0 ({walks:,} walks)", {**settings, **{s.name: s.checksum for s in upstream}}, run)
 

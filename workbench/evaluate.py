@@ -269,7 +269,7 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
 def model_kg_tool(model_path: str | Path, con, policy=None, url: str = ""):
     """The KG tool a model was trained with (DynaSearcher, seed 003: ``kg_tool`` in its
     ``workbench.json``), rebuilt over ``con`` (or ``url``'s server: ``search.url``, as
-    ``method.loop.make_kg_tool``); None for a model that never had it.
+    ``search.retriever.make_kg_tool``); None for a model that never had it.
 
     Example:
         >>> model_kg_tool("no/such/model", None) is None
@@ -281,7 +281,7 @@ def model_kg_tool(model_path: str | Path, con, policy=None, url: str = ""):
     settings = json.loads(info_path.read_text()).get("kg_tool")
     if not settings:
         return None
-    from workbench.method.loop import make_kg_tool
+    from workbench.search.retriever import make_kg_tool
     from workbench.search.kg_search import settings_config
 
     return make_kg_tool(con, settings_config(settings), policy, url)
@@ -302,7 +302,7 @@ def model_graph_tools(model_path: str | Path, con):
     settings = json.loads(info_path.read_text()).get("graph_tools")
     if not settings:
         return None
-    from workbench.method.loop import make_graph_tools
+    from workbench.search.retriever import make_graph_tools
     from workbench.search.graph_tools import settings_config
 
     return make_graph_tools(con, settings_config(settings))
@@ -571,3 +571,22 @@ def _markdown(table) -> str:
             cells.append(cell)
         lines.append(f"| {backbone} | {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def pooled_sign_test(pairs) -> tuple[int, int, float]:
+    """(a only, b only, p) of the exact sign test over several paired 0/1 strings pooled: each
+    (question, seed) pair counts once. Seeds share questions, so pairs are not independent across
+    seeds; read it beside the Welch test over seeds.
+
+    Example:
+        >>> pooled_sign_test([("1100", "1111"), ("10", "01")])
+        (1, 3, 0.625)
+    """
+    a_only = b_only = 0
+    for a, b in pairs:
+        if len(a) != len(b):
+            raise ValueError(f"pooled_sign_test: outcome strings of different lengths ({len(a)} and {len(b)})")
+        x, y = np.frombuffer(a.encode(), np.uint8) == 49, np.frombuffer(b.encode(), np.uint8) == 49
+        a_only += int((x & ~y).sum())
+        b_only += int((~x & y).sum())
+    return a_only, b_only, sign_test_p(a_only, b_only)

@@ -1,5 +1,6 @@
-"""Sizes checked against this machine before any work: a request that cannot fit is one line naming
-what to change, not an out-of-memory kill an hour later.
+"""This machine's resources: sizes checked against its memory before any work (a request that cannot
+fit is one line naming what to change, not an out-of-memory kill an hour later), its peak memory
+so far, and its default device.
 
 Example:
     >>> check_memory(10, "a tiny request", "ask for less")
@@ -58,3 +59,23 @@ def check_memory(need: int, what: str, advice: str, total: bool = False) -> None
     if need > have:
         raise ValueError(f"{what}: needs about {human_size(need)} of memory, more than the {human_size(have)} "
                          f"{'this machine has' if total else 'available'}; {advice}")
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (Linux ``ru_maxrss`` is in KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def default_device() -> str:
+    """Where a policy goes when no device is given, and what ``search.device`` 'auto' means: 'cuda'
+    when torch sees a GPU, else 'cpu'.
+
+    Example:
+        >>> default_device() in ("cuda", "cpu")
+        True
+    """
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

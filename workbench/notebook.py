@@ -62,7 +62,7 @@ def warm_start(con, cfg, seed: int = 0, kg_tool: dict | None = None, extra_demos
     """The preset's warm start (``policy.warmstart.warmstart``), reused from the cache, or trained
     here with a text bar that moves through its stages (the first smoke run trains it).
     ``kg_tool``: the KG-tool warm start of DynaSearcher (``method.train.kg_warmstart``);
-    ``extra_demos``: EoG's topology warm start (``method.eog_warmstart.TopologyDemos``).
+    ``extra_demos``: EoG's topology warm start (``peers.eog.warmstart.TopologyDemos``).
 
     Example:
         >>> # base = warm_start(con, config.preset("smoke"))
@@ -114,7 +114,7 @@ class Setting:
     def base(self, con, seed: int = 0, kg_tool: dict | None = None, extra_demos=None):
         """The base model: the ``model`` parameter, else the preset's warm start (tiny backbones,
         ``warm_start``; with ``kg_tool``, DynaSearcher's KG warm start, ``method.train.kg_warmstart``;
-        with ``extra_demos``, EoG's topology warm start, ``method.eog_warmstart.topology_demos``)
+        with ``extra_demos``, EoG's topology warm start, ``peers.eog.warmstart.topology_demos``)
         or its ``backbone.model`` (``paths.local_model``), as ``workbench train``."""
         if self.model:
             return self.model

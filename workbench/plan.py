@@ -54,7 +54,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workbench import paths
-from workbench.method.gpu_bench import SHAPES
+from workbench.bench.shapes import SHAPES
 
 GIB = 2 ** 30
 # vLLM's share less its weights and this is its KV cache: activations, CUDA graphs and non-torch memory
@@ -122,7 +122,7 @@ class Shape:
             raise ValueError(f"config.json: no {err.args[0]!r}; expected a decoder-only transformer's config") from None
 
 
-# The published config.json shapes of Table 1's three backbones (one table: gpu_bench.SHAPES).
+# The published config.json shapes of Table 1's three backbones (one table: bench.shapes.SHAPES).
 ARCHITECTURES = {hub_id: Shape.from_config({**SHAPES[key], "model_type": SHAPES[key]["arch"]}) for hub_id, key in (
     ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b"), ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
     ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"))}

@@ -204,7 +204,7 @@ class Reference:
             >>> t.loc[("drfree", "single_component"), ["n", "answerable"]].tolist()
             [400, 200]
         """
-        from workbench.method.shortcut_audit import wilson
+        from workbench.scoring import wilson
 
         if self.audit is None or self.audit.empty:
             raise ValueError(f"{self.name}: no shortcut audit in this reference file")
@@ -263,7 +263,7 @@ class Reference:
 
 
 def _pooled(pairs):
-    from workbench.table1_suite import pooled_sign_test
+    from workbench.evaluate import pooled_sign_test
 
     return pooled_sign_test(pairs)
 

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
@@ -256,3 +257,20 @@ def summarize(df, by: str = "family", metric: str = "em", n_boot: int = N_BOOT, 
     rows.append({"group": "macro", "n": int(sum(len(v) for v in groups.values())),
                  "mean": mean, "low": low, "high": high})
     return pd.DataFrame(rows)
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of k successes in n (95% by default).
+
+    Example:
+        >>> [round(x, 3) for x in wilson(0, 10)]
+        [0.0, 0.278]
+    """
+    if n <= 0:
+        raise ValueError(f"wilson: n must be positive, got {n}")
+    if not 0 <= k <= n:
+        raise ValueError(f"wilson: k must lie in [0, n={n}], got {k}")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

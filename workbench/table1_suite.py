@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from workbench import store
-from workbench.evaluate import eval_backbone, gain_ci, latest_evals, outcomes, sign_test, sign_test_p
+from workbench.evaluate import eval_backbone, gain_ci, latest_evals, outcomes, sign_test
 from workbench.kg.benchmarks import SUITE, SUITE_NAME, ensure_suite
 from workbench.kg.benchmarks.pop import BUCKET_NAMES
 from workbench.scoring import summarize
@@ -188,25 +188,6 @@ def write_json(path: str | Path, res: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1))
-
-
-def pooled_sign_test(pairs) -> tuple[int, int, float]:
-    """(a only, b only, p) of the exact sign test over several paired 0/1 strings pooled: each
-    (question, seed) pair counts once. Seeds share questions, so pairs are not independent across
-    seeds; read it beside the Welch test over seeds.
-
-    Example:
-        >>> pooled_sign_test([("1100", "1111"), ("10", "01")])
-        (1, 3, 0.625)
-    """
-    a_only = b_only = 0
-    for a, b in pairs:
-        if len(a) != len(b):
-            raise ValueError(f"pooled_sign_test: outcome strings of different lengths ({len(a)} and {len(b)})")
-        x, y = np.frombuffer(a.encode(), np.uint8) == 49, np.frombuffer(b.encode(), np.uint8) == 49
-        a_only += int((x & ~y).sum())
-        b_only += int((~x & y).sum())
-    return a_only, b_only, sign_test_p(a_only, b_only)
 
 
 def model_labels_for(model_path, preset: str, backbone: str | None, method: str | None) -> tuple[str, str]:

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_shortcuts(args: argparse.Namespace) -> int:
-    from workbench.method.shortcut_audit import audit_store
+    from workbench.peers.drfree.shortcut_audit import audit_store
 
     db = existing_db(args) if any("@" not in r for r in args.run) else None  # RUN@STORE names its own store
     out = audit_store(db, args.run, n=args.n, seed=args.seed, judge=args.judge, preset=args.preset)
@@ -66,7 +66,7 @@ def run_shortcuts(args: argparse.Namespace) -> int:
 def run_overlap(args: argparse.Namespace) -> int:
     from workbench import store
     from workbench.method import overlap
-    from workbench.method.shortcut_audit import split_run
+    from workbench.peers.drfree.shortcut_audit import split_run
 
     if not args.run and not args.seed_pool:
         raise ValueError("audit overlap: name a training source: --run RUN and/or --seed-pool")

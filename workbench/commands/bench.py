@@ -14,19 +14,19 @@ from workbench.commands import add_set, db_path, log_to_stderr, overrides
 # name -> (module, function, help); each function takes keyword arguments named like the bench's
 # options (``--batch-sizes`` -> ``batch_sizes``) and returns a dict.
 BENCHES = {
-    "walks": ("workbench.kg.walks", "bench_walks", "CSR walker vs per-hop DuckDB loop vs set-based SQL"),
-    "retrieval": ("workbench.search.bench", "bench_retrieval", "batched vs single queries, recall@3"),
-    "rollout": ("workbench.method.bench", "bench_rollout", "tokens/s and questions/s by batch size"),
-    "loop": ("workbench.method.bench", "bench_loop", "CoEvoKG round overhead, path support, write-back rates"),
-    "server": ("workbench.search.server_bench", "bench_server",
+    "walks": ("workbench.bench.walks", "bench_walks", "CSR walker vs per-hop DuckDB loop vs set-based SQL"),
+    "retrieval": ("workbench.bench.retrieval", "bench_retrieval", "batched vs single queries, recall@3"),
+    "rollout": ("workbench.bench.rollout", "bench_rollout", "tokens/s and questions/s by batch size"),
+    "loop": ("workbench.bench.loop", "bench_loop", "CoEvoKG round overhead, path support, write-back rates"),
+    "server": ("workbench.bench.server", "bench_server",
                "retrieval server under load on loopback: keep-alive vs new connections, 50/200 clients"),
-    "topology": ("workbench.kg.topology", "bench_topology",
+    "topology": ("workbench.bench.topology", "bench_topology",
                  "EoG's query patterns 1p..pi: in-memory index vs DuckDB SQL per query, synthetic graph"),
-    "drfree": ("workbench.method.bench_drfree", "bench_drfree",
+    "drfree": ("workbench.bench.drfree", "bench_drfree",
                "Dr. Free's information-gain scoring vs the difficulty reward's G solver rollouts per candidate"),
-    "gpu": ("workbench.method.gpu_bench", "bench_gpu",
+    "gpu": ("workbench.bench.gpu", "bench_gpu",
             "the GPU engine (CUDA): vLLM vs HF tokens/s against the HBM roofline, LoRA update step, a round's stages"),
-    "kgsearch": ("workbench.search.kg_bench", "bench_kgsearch",
+    "kgsearch": ("workbench.bench.kgsearch", "bench_kgsearch",
                  "DynaSearcher's KG search vs document search, in-process and through the server"),
 }
 
@@ -129,7 +129,7 @@ def _runner(module: str, func: str):
 def _keywords(bench, args: argparse.Namespace) -> dict:
     """The options ``bench`` takes, by name. Options left unset (None) are left out, so the
     library's defaults apply: a benchmark without ``--db`` builds the preset's world in memory
-    (``kg.bench_store``), except ``bench gpu``, whose round parts read the preset's store.
+    (``bench.store``), except ``bench gpu``, whose round parts read the preset's store.
 
     Example:
         >>> def bench_x(db=None, seed=0): ...

@@ -50,20 +50,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _build(args: argparse.Namespace) -> int:
     from workbench import config, store
     from workbench.kg.pool import build_pool
+    from workbench.search.retriever import pool_retriever
     from workbench.kg.walks import hop_range
 
     cfg = config.preset(args.preset).pool
     lo, hi = hop_range(args.hops, name="--hops") if args.hops is not None else (cfg.min_hops, cfg.max_hops)
     con = store.connect(db_path(args))
     try:
+        verify = cfg.retrieval_verify if args.retrieval_verify is None else True
         result = build_pool(
             con, walks=args.walks if args.walks is not None else cfg.walks, min_hops=lo, max_hops=hi,
             seed=args.seed if args.seed is not None else cfg.seed,
             functional_only=cfg.functional_only if args.functional_only is None else True,
             unique_grounding=cfg.unique_grounding if args.unique_grounding is None else True,
             force=args.force,
-            retrieval_verify=cfg.retrieval_verify if args.retrieval_verify is None else True,
-            hop_ratio=cfg.hop_ratio if args.hop_ratio is None else args.hop_ratio)
+            retrieval_verify=verify, hop_ratio=cfg.hop_ratio if args.hop_ratio is None else args.hop_ratio,
+            search=pool_retriever(con) if verify else None)
     finally:
         con.close()
     print(f"G_0: {result['chains']} chains from {result['walks']} walks "

@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 
 from workbench.commands import add_set, add_store, db_path, existing_db, overrides
-from workbench.search.server import LimitError, Limits
+from workbench.search.wire import LimitError, Limits
 
 
 def _add_index(p: argparse.ArgumentParser) -> None:

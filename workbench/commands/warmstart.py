@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     kg = {"max_triples": cfg.method.kg_max_triples, "min_similarity": cfg.method.kg_min_similarity} if args.kg else None
     extra = None
     if args.topology:
-        from workbench.method.eog_warmstart import TopologyDemos
+        from workbench.peers.eog.warmstart import TopologyDemos
 
         extra = TopologyDemos.from_config(cfg)
     path = warmstart(db, cfg, out_dir=args.out, seed=args.seed,

@@ -202,7 +202,7 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
     ({reason: count}, 'duplicate' included), evidence, build_id.
 
     Dr. Free's checks (seed 002; ``kg.chain_checks``), off by default: ``retrieval_verify`` (Fig. 5;
-    ``search``, default BM25 over the store's passages, is the retriever) and ``hop_ratio`` (Table 7,
+    ``search`` is the retriever, ``search.retriever.pool_retriever``'s BM25 over the store) and ``hop_ratio`` (Table 7,
     e.g. "1:1:1" over min..max hops). Each is recorded in ``pool_builds.params`` only when on, so the
     default pool and its build record are the same as before them.
 
@@ -217,6 +217,9 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
     if isinstance(walks, bool) or not isinstance(walks, (int, np.integer)) or walks < 1:
         raise ValueError(f"walks: expected a positive number of walks, got {walks!r}")
     check_seed(seed, "--seed / pool.seed")
+    if retrieval_verify and search is None:
+        raise ValueError("build_pool(retrieval_verify=True): pass the retriever the check searches with "
+                         "(search=search.retriever.pool_retriever(con))")
     check_walk_memory(walks, hi)  # before the graph is loaded: an absurd --walks fails at once
     graph = CSRGraph.from_store(con)
     if graph.n_edges == 0:
@@ -248,13 +251,9 @@ def build_pool(con, walks: int, min_hops: int = 2, max_hops: int = 3, seed: int 
 
 
 def _retrieval_verified(con, graph: CSRGraph, path: np.ndarray, rels: np.ndarray, titles: list, rejections: dict,
-                        search=None) -> np.ndarray:
-    """Mask of the walks ``path`` that pass Dr. Free's retrieval verification (``chain_checks``);
-    the others are counted in ``rejections`` by reason."""
-    if search is None:
-        from workbench.search.tool import SearchTool
-
-        search = SearchTool(con, index="bm25", topk=3, cache=False)
+                        search) -> np.ndarray:
+    """Mask of the walks ``path`` that pass Dr. Free's retrieval verification (``chain_checks``)
+    with the retriever ``search``; the others are counted in ``rejections`` by reason."""
     node_ids = [[int(graph.node_ids[i]) for i in row if i >= 0] for row in path.tolist()]
     first = dict(con.execute("SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN "
                              "(SELECT unnest(?)) GROUP BY entity_id", [sorted({r[0] for r in node_ids})]).fetchall())

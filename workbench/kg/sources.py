@@ -182,7 +182,7 @@ def record_import(con, import_id: int, kind: str, file, lines: int, skipped: int
                 [import_id, kind, str(file), lines, skipped, fingerprint, json.dumps(inserted), content, content_head])
 SAMPLE_BYTES = 1 << 20  # fingerprint: the first and last MiB of a file, with its size
 
-# Ours, chosen by measurement (LOG.md 2026-12-01; scripts/kilt_scale.py, scripts/duckdb_pk_probe.py):
+# Ours, chosen by measurement (LOG.md 2026-12-01; dev/kilt_scale.py, dev/duckdb_pk_probe.py):
 # under DuckDB's own default (80% of RAM) the buffer pool grows with the file, 3.6 MB of peak RSS
 # per 1k KILT pages (~22 GB at the real dump's 5.9M pages); under a limit it stays bounded and
 # DuckDB spills to disk. The floor is the passages' primary-key index, which must fit in memory

@@ -8,7 +8,8 @@ down when any rank fails. :func:`from_env` is None without that variable (a plai
 train``, also inside a SLURM or torchrun job that sets ``WORLD_SIZE``), so one process runs exactly
 the one-process code (no hook below is reached).
 
-One round on N ranks, same order as ``loop.Trainer.run_round``:
+One round on N ranks, same order as ``loop.Trainer.run_round`` (a ``Dist`` is the trainer's rank
+strategy, ``method.ranks``; the trainer never imports this module):
 
 1. rank 0 proposes and gates (Eqs. 2, 6) and broadcasts the round's slots;
 2. the solver slots are split in N contiguous blocks; rank r rolls out its block (Eq. 3) with its
@@ -91,7 +92,8 @@ def collective(method):
 @dataclass
 class Dist:
     """This process's place in the group: ``rank`` of ``world``, and where rank 0's retriever is
-    served (``url``; set by :func:`lead` / :func:`follow`)."""
+    served (``url``; set by :func:`lead` / :func:`follow`). It is the trainer's rank strategy
+    (``method.ranks``: ``Trainer.ranks``) on every rank of a group."""
 
     rank: int
     world: int
@@ -157,6 +159,48 @@ class Dist:
             if n == 0:
                 p.grad = None
         return dict(zip(keys, totals[:len(keys)]))
+
+    # -- the rank strategy (method.ranks): how the trainer's round runs on this rank ---------------
+
+    def share(self, obj=None):
+        """Rank 0's ``obj`` on every rank (the round's tasks and slots, after steps 1-2 and 4)."""
+        return self.broadcast(obj)
+
+    def solve(self, trainer, t: int, slots: list) -> None:
+        """Step 3: this rank's block of slots rolled out with its own seed (:meth:`rollout_seed`),
+        every rank's gathered into ``slots`` in slot order; replicated rollouts
+        (``rollout.data_parallel=replicate``): every slot here, with the one-process seed."""
+        from workbench.method.round import Rollout
+
+        if trainer.cfg.rollout.data_parallel == "replicate":
+            trainer.solve(t, slots)
+            return
+        start, stop = shard_bounds(len(slots), self.rank, self.world)
+        mine = [dataclasses.replace(s, rollouts=[]) for s in slots[start:stop]]
+        if mine:
+            trainer.solve(t, mine, seed=self.rollout_seed(trainer.seed_for(t, 4)))
+        found = [[r.trajectory for r in s.rollouts] for s in mine]
+        offset = 0
+        for block in self.gather(found):
+            for i, trajectories in enumerate(block):
+                for traj in trajectories:
+                    traj.question_index = offset + i  # the round's slot index (run_store keys on it)
+                    slots[offset + i].rollouts.append(Rollout(traj, None))
+            offset += len(block)
+
+    def hit_rate(self, search) -> float:
+        """The round's search-cache hit rate over every rank's lookups."""
+        stats = self.gather(search.cache_stats())
+        hits, lookups = sum(s["hits"] for s in stats), sum(s["hits"] + s["misses"] for s in stats)
+        return hits / lookups if lookups else 0.0
+
+    def spread(self, compute, rows: list) -> list:
+        """``compute(rows)`` (the trainer's old-policy log-probs) with each rank computing its block,
+        gathered in row order."""
+        start, stop = shard_bounds(len(rows), self.rank, self.world)
+        mine = compute(rows[start:stop]) if stop > start else []
+        return [f for block in self.gather([np.asarray(f.cpu() if torch.is_tensor(f) else f) for f in mine])
+                for f in block]
 
     def close(self, ok: bool = True) -> None:
         """Stop rank 0's retrieval server (if it serves one), print this rank's peak GPU memory and
@@ -322,7 +366,7 @@ def lead(dist: Dist, trainer, base, found, state: dict) -> None:
     dist.broadcast({"cfg": trainer.cfg, "method": trainer.spec.name, "run": trainer.run, "base": str(base),
                     "found": str(found) if found else None, "state": state, "url": dist.url,
                     "kg": trainer.kg is not None})
-    trainer.dist = dist
+    trainer.ranks = dist
 
 
 def _served(tool):
@@ -359,7 +403,7 @@ def follow(dist: Dist, load_policies, log=print) -> list[dict]:
     trainer = Trainer(None, cfg, method_spec(setup["method"]), setup["run"], policy, reference, search, kg=kg)
     if found:
         trainer.load_state_dict({**state, "optimizer": load_optimizer(found, trainer.policy.device)})
-    trainer.dist = dist
+    trainer.ranks = dist
     ok = False
     try:
         for t in range(state["completed"], cfg.method.steps):
@@ -379,73 +423,6 @@ def load_optimizer(found, device) -> dict:
         >>> # trainer.load_state_dict({**state, "optimizer": load_optimizer(found, policy.device)})
     """
     return torch.load(found / "optimizer.pt", map_location=device)
-
-
-def _is_main(trainer) -> bool:
-    return trainer.dist is None or trainer.dist.is_main
-
-
-def propose(trainer, t: int, lap):
-    """Steps 1-2 on rank 0 (and Dr. Free's rollout-free R_p), broadcast to every rank (one process:
-    the trainer's own); ``lap`` (``loop.Laps``) times them (``proposer_gate``, ``proposer_reward``)."""
-    tasks, slots = trainer.propose(t) if _is_main(trainer) else (None, None)
-    lap("proposer_gate")
-    if trainer.rollout_free:
-        if _is_main(trainer):
-            trainer.reward_proposer(t, tasks)
-        lap("proposer_reward")
-    if trainer.dist is not None:
-        tasks, slots = trainer.dist.broadcast((tasks, slots))  # counted in the rollouts' time
-    trainer.search.reset_cache_stats()  # the solver's own lookups (Dr. Free's searches come before)
-    return tasks, slots
-
-
-def solve(trainer, t: int, slots: list) -> None:
-    """Step 3: this rank's block of slots rolled out, every rank's gathered into ``slots`` (one
-    process, or replicated rollouts: every slot here)."""
-    from workbench.method.loop import Rollout
-
-    dist = trainer.dist
-    if dist is None or trainer.cfg.rollout.data_parallel == "replicate":
-        trainer.solve(t, slots)
-        return
-    start, stop = shard_bounds(len(slots), dist.rank, dist.world)
-    mine = [dataclasses.replace(s, rollouts=[]) for s in slots[start:stop]]
-    if mine:
-        trainer.solve(t, mine, seed=dist.rollout_seed(trainer.seed_for(t, 4)))
-    found = [[r.trajectory for r in s.rollouts] for s in mine]
-    offset = 0
-    for block in dist.gather(found):
-        for i, trajectories in enumerate(block):
-            for traj in trajectories:
-                traj.question_index = offset + i  # the round's slot index (run_store keys on it)
-                slots[offset + i].rollouts.append(Rollout(traj, None))
-        offset += len(block)
-
-
-def score(trainer, t: int, tasks, slots):
-    """Step 4 on rank 0 (it holds G_t), the scored round broadcast to every rank."""
-    if _is_main(trainer):
-        trainer.reward(t, tasks, slots, trainer.evidence_graph(t))
-    return (tasks, slots) if trainer.dist is None else trainer.dist.broadcast((tasks, slots))
-
-
-def hit_rate(trainer) -> float:
-    """The round's search-cache hit rate over every rank's lookups."""
-    if trainer.dist is None:
-        return trainer.search.cache_stats()["hit_rate"]
-    stats = trainer.dist.gather(trainer.search.cache_stats())
-    hits, lookups = sum(s["hits"] for s in stats), sum(s["hits"] + s["misses"] for s in stats)
-    return hits / lookups if lookups else 0.0
-
-
-def old_logprobs(dist: Dist, compute, rows: list) -> list:
-    """``compute(rows)`` (the trainer's old-policy log-probs) with each rank computing its block,
-    gathered in row order."""
-    start, stop = shard_bounds(len(rows), dist.rank, dist.world)
-    mine = compute(rows[start:stop]) if stop > start else []
-    return [f for block in dist.gather([np.asarray(f.cpu() if torch.is_tensor(f) else f) for f in mine])
-            for f in block]
 
 
 def launch(n: int, argv: list[str]) -> int:

@@ -71,11 +71,11 @@ class Verifier(Protocol):
     def judge(self, chain, candidates: Sequence[tuple[str, str]]) -> list[Verdict]: ...
 
 
-def _words(text: str) -> list[str]:
+def words_of(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
 
-def _names(question: str, title: str) -> bool:
+def names_entity(question: str, title: str) -> bool:
     """Whole-word, case-insensitive mention of ``title`` in ``question`` (path support's match)."""
     t = word_key(title)
     return t != "  " and t in word_key(question)
@@ -112,7 +112,7 @@ def check_candidate(candidate: tuple[str, str] | None,
     if rejected is not None:
         reason, leak = rejected
         return Verdict(0, question, answer, True, leak=leak, reason=reason)
-    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(_words(question)):
+    if question.count("?") != 1 or not question.endswith("?") or not WH_WORDS & set(words_of(question)):
         return Verdict(0, question, answer, True, reason="not one wh-question")
     return None
 
@@ -151,7 +151,7 @@ def filter_candidate(chain, candidate: tuple[str, str] | None, allow_topic: bool
             norm_q, norm_a = f" {normalize_answer(question)} ", normalize_answer(answer)
             if norm_a and f" {norm_a} " in norm_q:
                 return "leak: answer in question", True
-            named = next((t for i, t in enumerate(chain.titles) if _names(question, t)
+            named = next((t for i, t in enumerate(chain.titles) if names_entity(question, t)
                           and not (allow_topic and i == 0 and position != 0)), None)
             if named is not None:
                 return f"leak: names chain entity {named!r}", True
@@ -228,7 +228,7 @@ def same_word(a: str, b: str) -> bool:
         len(short) >= SHARED_PREFIX and short[:SHARED_PREFIX] == long_[:SHARED_PREFIX])
 
 
-def _matches(word: str, words: set[str]) -> bool:
+def word_matches(word: str, words: set[str]) -> bool:
     return word in words or any(same_word(word, w) for w in words)
 
 
@@ -271,14 +271,14 @@ class StructuralVerifier:
         self.forms, self.types = vocabulary != "exact", types if vocabulary == "forms_types" else None
 
     def judge(self, chain, candidates: Sequence[tuple[str, str]]) -> list[Verdict]:
-        rel_words = [set(_words(r)) - STOPWORDS for r in chain.relations]
-        vocab = set().union(*rel_words, *(set(_words(p)) for p in chain.passages))
+        rel_words = [set(words_of(r)) - STOPWORDS for r in chain.relations]
+        vocab = set().union(*rel_words, *(set(words_of(p)) for p in chain.passages))
         if self.types is not None:  # a type's words, as a question's ('film director', 'City')
-            vocab = vocab.union(*(_words(self.types[e]) for e in chain.entity_ids if self.types.get(e)))
-        found = _matches if self.forms else (lambda w, words: w in words)
+            vocab = vocab.union(*(words_of(self.types[e]) for e in chain.entity_ids if self.types.get(e)))
+        found = word_matches if self.forms else (lambda w, words: w in words)
         verdicts = []
         for i, (question, answer) in enumerate(candidates):
-            words = _words(question)
+            words = words_of(question)
             content = [w for w in words if w not in STOPWORDS]
             pos = answer_position(chain, answer)
             touched = {j for j, rw in enumerate(rel_words) if any(found(w, rw) for w in content)}

@@ -1,7 +1,8 @@
 """The methods of Tables 1-2 as configurations of one loop (seed 000, sections 4.1 and 4.5).
 
 Under a matched budget every method gets the same question slots per round, G rollouts per slot,
-and one optimiser step per round; they differ only in the fields below.
+and one optimiser step per round; they differ only in the fields below. The core's rows are here;
+each peer method registers its own in :data:`METHODS` from its folder (``workbench/peers/``).
 
 Example:
     >>> sorted(m for m in METHODS if not m.startswith(("eog", "drfree", "dynasearcher")))
@@ -20,21 +21,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.registry import Registry
+
 
 @dataclass(frozen=True)
 class MethodSpec:
     """One row of Tables 1-2 as a configuration of the loop.
 
-    task_source: 'kg_chains' (C1: questions from KG chains through the quality gate),
-    'answer_entity' (SSP: one answer entity, no KG structure; with ``proposer_search`` SSP as published,
-    the proposer searching while it writes its question, kept by SSP's checks and RAG verification,
-    ``method/ssp.py``; without it the proposer reads the entity's passage and writes one candidate,
-    the open gate admitting what passes the deterministic filter), 'seed_pool'
-    (Search-R1: the fixed human-written pool, no proposer), 'kg_topology' (EoG, seed 004: queries of
-    its Table 6 executed on the KG, each with its complete answer set; ``method/eog.py``) or
-    'seed_document' (Dr. Free's "w/o KG" row, seed 002 Table 2: Dr. Zero-style, the proposer reads one
-    entity's passage and searches before it writes; ``method/drfree_loop.py``). solver_reward / proposer_reward name
-    entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``. write_back: C3.
+    task_source: a name in ``tasks.TASK_SOURCES``: 'kg_chains' (C1: questions from KG chains through
+    the quality gate), 'answer_entity' (SSP without its search: one answer entity, no KG structure,
+    the proposer reads its passage, the open gate), 'ssp' (SSP as published: the proposer searching
+    while it writes, its question kept by SSP's checks and RAG verification, ``method/ssp.py``),
+    'seed_pool' (Search-R1: the fixed human-written pool, no proposer), or a peer's ('kg_topology',
+    EoG's executed queries; 'seed_document', Dr. Free's searching proposer). solver_reward /
+    proposer_reward name entries of ``rewards.SOLVER_REWARDS`` / ``rewards.PROPOSER_REWARDS``.
+    write_back: C3.
     leak_filter: the gate's deterministic no-leakage check (Eq. 6's 1[no leak]); section 4.5 adds
     "the no leakage quality gate" with C1, so the SSP row has none (it passes no Eq. 6 gate: only
     SSP's own checks, its answer-in-question substring test among them, and its RAG check).
@@ -55,22 +56,23 @@ class MethodSpec:
     update_solver: bool = True  # EoG's role ablations (seed 004, Table 3): False = "w/o Solver update"
     update_proposer: bool = True  # ... False = "w/o Proposer update"
     kg_tool: bool = False
-    topology_warmstart: bool = False  # EoG's rows start from the topology warm start (``method.eog_warmstart``)
-    # Dr. Free (seed 002; ``method/drfree_loop.py``): which G_0 chains are drawn ('all' | 'drfree': its
-    # chain construction), the proposer's advantage ('reinforce_pp', Eq. 12 | 'hrpo', hop-grouped) and
-    # the self-evolution iterations the rounds are split into; ``method.chain_selection``,
-    # ``method.proposer_algorithm`` and ``method.iterations`` override them
+    warmstart_demos: str = ""  # the demonstrations its warm start adds (:data:`WARMSTART_DEMOS`; EoG's 'topology')
+    # which G_0 chains are drawn (``tasks.CHAIN_SELECTIONS``: 'all', or Dr. Free's 'drfree'), the
+    # proposer's advantage (``update.PROPOSER_ADVANTAGES``: 'reinforce_pp', Eq. 12, or Dr. Free's
+    # 'hrpo') and the self-evolution iterations the rounds are split into (seed 002);
+    # ``method.chain_selection``, ``method.proposer_algorithm`` and ``method.iterations`` override them
     chain_selection: str = "all"
     proposer_algorithm: str = "reinforce_pp"
     iterations: int = 1
     graph_tools: bool = False
-    proposer_search: bool = False  # SSP as published: the proposer searches, its question RAG-checked (method/ssp.py)
 
 
-METHODS: dict[str, MethodSpec] = {m.name: m for m in (
+METHODS = Registry("method", plugins="rows")  # name -> MethodSpec; the core's rows here, each peer's from its folder
+WARMSTART_DEMOS = Registry("warm-start demonstrations")  # MethodSpec.warmstart_demos -> factory(spec, cfg)
+
+for _spec in (
     MethodSpec("search_r1", "seed_pool", "exact_match", None, False, "Search-R1"),
-    MethodSpec("ssp", "answer_entity", "exact_match", "ssp_adversarial", False, "SSP", leak_filter=False,
-               proposer_search=True),
+    MethodSpec("ssp", "ssp", "exact_match", "ssp_adversarial", False, "SSP", leak_filter=False),
     # ours, not a paper's row: SSP's answer entity and reward without its proposer's search and RAG
     # check (the proposer reads the entity's passage): the "SSP" row of the reference runs made
     # before issue 40, kept because the tiny backbone cannot play SSP's searching proposer (README)
@@ -79,41 +81,45 @@ METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("c1", "kg_chains", "exact_match", "ssp_adversarial", False, "+ KG task generation"),
     MethodSpec("c2", "kg_chains", "coevokg", "coevokg_difficulty", False, "+ path/difficulty rewards"),
     MethodSpec("coevokg", "kg_chains", "coevokg", "coevokg_difficulty", True, "CoEvoKG"),
-    # EoG (seed 004) and its Table 3 ablations: executed queries, a solver exploring the KG with graph
-    # tools and answering sets (set-F1 reward), variance proposer (every EoG row from the topology warm
-    # start, with the graph tools, so an ablation differs from EoG only in what it ablates)
-    MethodSpec("eog", "kg_topology", "eog_f1", "eog_variance", False, "EoG", topology_warmstart=True,
-               graph_tools=True),
-    MethodSpec("eog_wo_solver_update", "kg_topology", "eog_f1", "eog_variance", False, "EoG w/o Solver update",
-               update_solver=False, topology_warmstart=True, graph_tools=True),
-    MethodSpec("eog_wo_proposer_update", "kg_topology", "eog_f1", "eog_variance", False,
-               "EoG w/o Proposer update", update_proposer=False, topology_warmstart=True, graph_tools=True),
-    MethodSpec("eog_random_walk", "kg_chains", "eog_f1", "eog_variance", False, "EoG w/o query exec. (Random Walk)",
-               topology_warmstart=True, graph_tools=True),
-    MethodSpec("eog_adversarial", "kg_topology", "eog_f1", "ssp_adversarial", False, "EoG adversarial reward",
-               topology_warmstart=True, graph_tools=True),
-    # Dr. Free (seed 002) and its Table 2 rows: questions from the chains of its own construction
-    # (whitelist, unique grounding, retrieval check, hop ratio) through the same gate, the solver on the
-    # outcome reward (answer EM), the proposer by HRPO, three self-evolution iterations, no write-back.
-    # Table 3's leave-one-shortcut-out rows are `--set method.proposer_reward=dr_free_wo_<type>` on
-    # `drfree`. "w/o KG" restores Dr. Zero-style proposer search: a seed document, the proposer
-    # searching before it writes (task source 'seed_document'), the same information-gain reward over
-    # the passages it found.
-    *(MethodSpec(name, "kg_chains", "exact_match", reward, False, label, chain_selection="drfree",
-                 proposer_algorithm="hrpo", iterations=3)
-      for name, reward, label in (("drfree", "dr_free", "Dr. Free"),
-                                  ("drfree_difficulty", "dr_zero", "Dr. Free: difficulty only"),
-                                  ("drfree_ig_difficulty", "dr_free_plus_dr_zero", "Dr. Free: IG + difficulty"),
-                                  ("drfree_no_proposer_training", None, "Dr. Free: w/o proposer training"))),
-    MethodSpec("drfree_wo_kg", "seed_document", "exact_match", "dr_free", False, "Dr. Free: w/o KG",
-               proposer_algorithm="hrpo", iterations=3),
-    # DynaSearcher (seed 003) trains on a fixed QA set, as Search-R1: the seed pool here. Its two
-    # ablations (the paper's "w/o KG" and "w/o MR" rows): no KG tool; r_acc alone as the reward.
-    MethodSpec("dynasearcher", "seed_pool", "dynasearcher", None, False, "DynaSearcher", kg_tool=True),
-    MethodSpec("dynasearcher_wo_kg", "seed_pool", "dynasearcher", None, False, "DynaSearcher w/o KG"),
-    MethodSpec("dynasearcher_wo_mr", "seed_pool", "dynasearcher_acc", None, False, "DynaSearcher w/o MR",
-               kg_tool=True),
-)}
+):
+    METHODS.add(_spec.name, _spec)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A run's resolved round settings: the method's (``MethodSpec``) unless ``method.*`` sets them."""
+
+    chain_selection: str
+    proposer_algorithm: str
+    iterations: int
+
+
+def resolve(spec: MethodSpec, m) -> Settings:
+    """The method's chain selection, proposer algorithm and iterations (at most ``method.steps``),
+    each overridden by its ``method.*`` setting when that is set ('' / 0 = the method's).
+
+    Example:
+        >>> from workbench.config import MethodConfig
+        >>> resolve(METHODS["coevokg"], MethodConfig())
+        Settings(chain_selection='all', proposer_algorithm='reinforce_pp', iterations=1)
+        >>> resolve(METHODS["coevokg"], MethodConfig(iterations=2)).iterations
+        2
+    """
+    # the method's own iterations, not more than its rounds (a 1-round smoke run is one iteration)
+    return Settings(m.chain_selection or spec.chain_selection, m.proposer_algorithm or spec.proposer_algorithm,
+                    m.iterations or min(spec.iterations, m.steps))
+
+
+def warmstart_demos(spec: MethodSpec, cfg):
+    """The demonstrations a method's warm start adds (``MethodSpec.warmstart_demos``, a name in
+    :data:`WARMSTART_DEMOS`; ``policy.warmstart.ExtraDemos``), or None for the default warm start.
+
+    Example:
+        >>> from workbench.config import preset
+        >>> warmstart_demos(METHODS["coevokg"], preset("smoke")) is None
+        True
+    """
+    return WARMSTART_DEMOS[spec.warmstart_demos](spec, cfg) if spec.warmstart_demos else None
 
 
 def uses_kg_tool(spec: MethodSpec, kg_tool: str = "") -> bool:

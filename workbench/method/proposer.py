@@ -1,7 +1,8 @@
 """The chain-based proposer (seed 000, section 3.2, Eq. 2): (q, a) ~ pi_p(. | c), a in {e_1..e_L}.
 
-Prompts and parsing are the shared protocol's (:mod:`workbench.policy.protocol`); the answer-in-
-chain requirement of Eq. 2 is enforced by the gate (reason 'answer not in chain').
+What it reads of a pool chain (:func:`chain_view`); prompts and parsing are the shared protocol's
+(:mod:`workbench.policy.protocol`); the answer-in-chain requirement of Eq. 2 is enforced by the gate
+(reason 'answer not in chain'), and optionally by decoding (:func:`answer_choices`).
 
 Proposer rewards (section 3.3, "R_p = R_diff, while a candidate with failed extraction receives a
 small fixed penalty instead"), per candidate, in :func:`proposer_rewards`:
@@ -31,9 +32,26 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
+from workbench.kg.pool import Chain
 from workbench.method.gate import Verdict
+from workbench.method.memory import ChainView
 from workbench.method.rewards import PROPOSER_REWARDS, GroupOutcome, ProposerInputs, Schedule, score_many
 from workbench.policy import protocol
+from workbench.policy.generation import Choices
+
+
+def chain_view(chain: Chain) -> ChainView:
+    """The fields the method reads from a pool chain: titles, relations and node passages.
+
+    A node shows its newest evidence, so passages that write-back attached in earlier rounds reach
+    the proposer (section 3.4: later rounds condition on richer contexts).
+    """
+    passages, newest = [""] * len(chain.entity_ids), [-1] * len(chain.entity_ids)
+    for ev in chain.evidence:
+        if ev.target == "node" and ev.text and ev.round > newest[ev.position]:
+            passages[ev.position], newest[ev.position] = ev.text, ev.round
+    return ChainView(chain.chain_id, chain.hash, list(chain.entity_ids), list(chain.titles),
+                     list(chain.relations), passages)
 
 
 def proposer_prompts(policy_chat_prompt: Callable[[str], str], chains: Sequence, m: int = 1) -> list[str]:
@@ -48,6 +66,19 @@ def proposer_prompts(policy_chat_prompt: Callable[[str], str], chains: Sequence,
         text = policy_chat_prompt(protocol.proposer_user_message(chain.titles, chain.relations, chain.passages))
         prompts.extend([text] * m)
     return prompts
+
+
+def answer_choices(chains: list[ChainView], m: int) -> Choices:
+    """Eq. 2's a in {e_1..e_L} as a decoding constraint (``method.proposer_answer_choices``, ours):
+    after ``<answer>`` each of a chain's M prompts may only spell one of its entity titles, then
+    ``</answer>``. The question stays free text; the gate's other rules are unchanged.
+
+    Example:
+        >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["", ""])
+        >>> answer_choices([c], 2).per_row
+        [['Ann</answer>', 'Rome</answer>'], ['Ann</answer>', 'Rome</answer>']]
+    """
+    return Choices(protocol.ANSWER_OPEN, [[t + protocol.ANSWER_CLOSE for t in c.titles] for c in chains for _ in range(m)])
 
 
 def parse_candidates(texts: Sequence[str]) -> list[tuple[str, str] | None]:

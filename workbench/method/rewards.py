@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from workbench.config import MethodConfig
-from workbench.method.registry import Registry
-from workbench.scoring import answer_list, hit_at_1, normalize_answer, set_f1
+from workbench.registry import Registry
 
 
 def _check_unit(name: str, value: float) -> float:
@@ -190,7 +189,7 @@ class SolverInputs:
     config: Any = None  # the run's MethodConfig (rewards with parameters of their own read them here)
 
 
-def _outcome(x: ProposerInputs) -> GroupOutcome:
+def solver_outcome(x: ProposerInputs) -> GroupOutcome:
     if x.outcome is None:
         raise ValueError("this proposer reward needs the solver's outcomes of the posed question")
     return x.outcome
@@ -204,13 +203,13 @@ SOLVER_REWARDS = Registry("solver reward")
 def coevokg_difficulty(x: ProposerInputs) -> float:
     """CoEvoKG (Eq. 10): the difficulty bell at p_s = success_rate(outcome.correct)."""
     s = x.schedule
-    return difficulty_reward(success_rate(_outcome(x).correct), s.step, s.total_steps, s.p_start, s.p_end, s.sigma)
+    return difficulty_reward(success_rate(solver_outcome(x).correct), s.step, s.total_steps, s.p_start, s.p_end, s.sigma)
 
 
 @PROPOSER_REWARDS.register("ssp_adversarial")
 def ssp_adversarial(x: ProposerInputs) -> float:
     """SSP's adversarial reward 1 - acc (seed 000, section 4: the build-up ablation's start)."""
-    return 1.0 - success_rate(_outcome(x).correct)
+    return 1.0 - success_rate(solver_outcome(x).correct)
 
 
 @PROPOSER_REWARDS.register("dr_zero")
@@ -222,45 +221,11 @@ def dr_zero(x: ProposerInputs) -> float:
     (Yue et al. 2026) "pass-rate difficulty reward" (its Table 2's "Difficulty Only" row), computed
     from solver rollouts, without a formula.
     """
-    correct = _outcome(x).correct
+    correct = solver_outcome(x).correct
     n, k = len(correct), sum(bool(c) for c in correct)
     if n < 2:
         raise ValueError(f"dr_zero needs at least 2 rollouts, got {n}")
     return 0.0 if k == 0 else (n - k) / (n - 1)
-
-
-@PROPOSER_REWARDS.register("eog_variance")
-def eog_variance(x: ProposerInputs) -> float:
-    """EoG (seed 004): the population variance of the solver's scores over the G rollouts.
-
-    With binary scores this is p_s (1 - p_s), peaking at 0.25 on the capability boundary.
-    """
-    values = _outcome(x).values()
-    if not values:
-        raise ValueError("eog_variance needs at least one rollout")
-    mean = sum(values) / len(values)
-    return sum((v - mean) ** 2 for v in values) / len(values)
-
-
-def _dr_free_many(xs: Sequence[ProposerInputs], shortcuts) -> list[float]:
-    # imported here: drfree needs torch and the policy protocol, which the closed forms above do not
-    from workbench.method import drfree
-
-    for x in xs:
-        if x.policy is None or x.chain is None or x.question is None or x.answer is None:
-            raise ValueError("dr_free needs the chain, the candidate and the policy (ProposerInputs)")
-    if not xs:
-        return []
-    o = xs[0].options
-    form, margin = (o.drfree_reward_form, o.drfree_margin) if o is not None else ("positive_part", 0.0)
-    micro = o.drfree_micro_batch if o is not None else drfree.MICRO_BATCH
-    infos = drfree.batch_information_gain(xs[0].policy, [(x.chain, x.question, x.answer) for x in xs],
-                                          xs[0].search, shortcuts, micro_batch=micro)
-    return [drfree.info_gain_reward(i["gain"], form, margin) for i in infos]
-
-
-def _dr_free(x: ProposerInputs, shortcuts) -> float:
-    return _dr_free_many([x], shortcuts)[0]
 
 
 def rollout_free(fn):
@@ -291,42 +256,6 @@ def score_many(name: str, xs: Sequence[ProposerInputs]) -> list[float]:
     fn = PROPOSER_REWARDS[name]
     batch = getattr(fn, "batch", None)
     return [float(r) for r in batch(xs)] if batch else [float(fn(x)) for x in xs]
-
-
-DR_FREE_SHORTCUTS = ("closed_book", "source_only", "one_shot", "per_hop")  # the full set B (Eq. 5)
-
-
-def _register_dr_free(name: str, kept: tuple, doc: str) -> None:
-    def reward(x: ProposerInputs) -> float:
-        return _dr_free(x, kept)
-
-    reward.__doc__ = doc
-    reward.batch = lambda xs: _dr_free_many(xs, kept)
-    PROPOSER_REWARDS.register(name)(rollout_free(reward))
-
-
-_register_dr_free("dr_free", DR_FREE_SHORTCUTS,
-                  "Dr. Free (seed 002, Eq. 5): max(0, Delta_B) over the full shortcut set B (closed-book, "
-                  "source-only, one-shot, per-hop); reads no solver outcome. See :mod:`workbench.method.drfree`.")
-dr_free = PROPOSER_REWARDS["dr_free"]
-
-
-def _register_leave_one_out(left_out: str) -> None:
-    """Table 3's leave-one-shortcut-type-out rows as registry names ``dr_free_wo_<type>``."""
-    _register_dr_free(f"dr_free_wo_{left_out}", tuple(s for s in DR_FREE_SHORTCUTS if s != left_out),
-                      f"Dr. Free without the {left_out} shortcut (seed 002, Table 3's ablation).")
-
-
-for _left_out in DR_FREE_SHORTCUTS:
-    _register_leave_one_out(_left_out)
-
-
-@PROPOSER_REWARDS.register("dr_free_plus_dr_zero")
-def dr_free_plus_dr_zero(x: ProposerInputs) -> float:
-    """Seed 002, Table 2's "IG + Difficulty" row: the information-gain reward plus the pass-rate
-    difficulty reward (``dr_zero``). Their sum is ours (the paper says "combines both rewards");
-    it reads the solver's outcomes, so it takes the rollout path like Eq. 10."""
-    return _dr_free(x, DR_FREE_SHORTCUTS) + dr_zero(x)
 
 
 @SOLVER_REWARDS.register("exact_match")
@@ -360,98 +289,3 @@ def reads_path(name: str) -> bool:
 def coevokg_solver(x: SolverInputs) -> float:
     """CoEvoKG: Eq. 7, R_s = R_ans (1 + beta S_path)."""
     return solver_reward(x.r_ans, x.s_path, x.beta)
-
-
-def _answer_set(x: SolverInputs) -> list[str] | None:
-    """The complete answer set of an EoG query slot (its chain is a ``eog.TopologyView``), else None:
-    a seed or chain slot's ``answers`` are aliases of ONE entity, not a set of answers."""
-    chain = getattr(x.slot, "chain", None)
-    return list(x.slot.answers) if getattr(chain, "pattern", "") else None
-
-
-def _answers(x: SolverInputs) -> list[str]:
-    """The solver's answers as a ranked list: EoG's graph-tool solver writes a ``;``-separated set
-    (``scoring.answer_list``); a solver that answers one string gives a list of one."""
-    return answer_list(getattr(x.trajectory, "answer", None))
-
-
-def entity_f1(predictions: Sequence[str], aliases: Sequence[str]) -> float:
-    """Set F1 of ``predictions`` against a set of ONE entity named by ``aliases`` (a seed question's
-    golds): recall is 1 when any prediction names it, precision the share of the distinct
-    predictions that do (each alias names the same entity). A single correct answer scores 1, as EM.
-
-    Example:
-        >>> entity_f1(["Zafonil"], ["Zafonil", "Federation of Zafonil"]), entity_f1(["Zafonil", "Rome"], ["Zafonil"])
-        (1.0, 0.6666666666666666)
-        >>> entity_f1(["Rome"], ["Zafonil"]), entity_f1([], ["Zafonil"])
-        (0.0, 0.0)
-    """
-    golds = {normalize_answer(a) for a in aliases} - {""}
-    pred = {n for n in (normalize_answer(p) for p in predictions) if n}
-    precision = len(pred & golds) / len(pred) if pred else 0.0
-    return 2 * precision / (1 + precision) if precision else 0.0
-
-
-@SOLVER_REWARDS.register("eog_hit1")
-def eog_hit1(x: SolverInputs) -> float:
-    """EoG (seed 004): Hit@1 of the solver's first answer over the query's complete answer set
-    (``scoring.hit_at_1``); on a slot without a set (a seed question: one entity, its aliases) the
-    first answer's EM.
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> slot = NS(chain=NS(pattern="2p"), answers=["Rome", "Oslo"])
-        >>> eog_hit1(SolverInputs(0.0, trajectory=NS(answer="Oslo; Bern"), slot=slot))
-        1.0
-    """
-    answers = _answer_set(x)
-    if answers is None and x.slot is None:  # no question to score against: the given correctness
-        return exact_match_reward(x)
-    return hit_at_1(_answers(x), answers if answers is not None else list(x.slot.answers))
-
-
-@SOLVER_REWARDS.register("eog_f1")
-def eog_f1(x: SolverInputs) -> float:
-    """EoG (seed 004): set F1 of the solver's answers (its ``;``-separated set, ``scoring.answer_list``)
-    over the query's complete answer set (``scoring.set_f1``); on a slot without a set (a seed
-    question: one entity, its aliases) :func:`entity_f1`, which is EM for a single answer. EoG names
-    Hit@1 and F1 as its metrics but not its training reward (ours: F1, so listing wrong answers
-    costs precision and missing ones recall).
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> slot = NS(chain=NS(pattern="2p"), answers=["Rome", "Oslo", "Bern"])
-        >>> eog_f1(SolverInputs(1.0, trajectory=NS(answer="Oslo"), slot=slot))
-        0.5
-        >>> eog_f1(SolverInputs(1.0, trajectory=NS(answer="Oslo; Rome; Bern"), slot=slot))
-        1.0
-    """
-    answers = _answer_set(x)
-    if answers is not None:
-        return set_f1(_answers(x), answers)
-    if x.slot is None:  # no question to score against: the given correctness
-        return exact_match_reward(x)
-    return entity_f1(_answers(x), list(x.slot.answers))
-
-
-def _multi_reward(x: SolverInputs, accuracy_only: bool) -> dict:
-    from workbench.method import multireward
-
-    return multireward.terms(x.trajectory, x.slot, multireward.MultiRewardParams.of(x.config), accuracy_only)
-
-
-@SOLVER_REWARDS.register("dynasearcher")
-def dynasearcher_solver(x: SolverInputs) -> float:
-    """DynaSearcher (seed 003): r_total = r_acc + alpha (r_recall + r_penalty); see
-    :mod:`workbench.method.multireward`. Its ``terms`` give every term (logged per round)."""
-    return dynasearcher_solver.terms(x)["total"]
-
-
-@SOLVER_REWARDS.register("dynasearcher_acc")
-def dynasearcher_accuracy(x: SolverInputs) -> float:
-    """DynaSearcher's ablation without the multi-reward (seed 003): r_acc = r_format + r_ans alone."""
-    return dynasearcher_accuracy.terms(x)["total"]
-
-
-dynasearcher_solver.terms = lambda x: _multi_reward(x, accuracy_only=False)
-dynasearcher_accuracy.terms = lambda x: _multi_reward(x, accuracy_only=True)

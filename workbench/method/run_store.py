@@ -31,6 +31,7 @@ import pandas as pd
 from workbench import store
 from workbench.method.gate import Verdict
 from workbench.method.memory import RetrievedPassage, WriteBackItem, write_back
+from workbench.method.metrics import round_metrics
 
 # Imports stay light (no torch): ``runs show`` reads metrics through this module.
 METRIC_KEYS = ("round", "val_em", "solver_reward", "proposer_reward", "admitted_rate", "seed_fallback_rate",
@@ -93,7 +94,7 @@ class RunStore:
     # -- a round ---------------------------------------------------------------------------
     def commit_round(self, result, val_em: float, tau_path: float, write_back_into: str | None,
                      pool_size) -> dict:
-        """Write round ``result`` (a ``loop.RoundResult``) whole: generated questions, trajectories,
+        """Write round ``result`` (a ``round.RoundResult``; its metrics ``metrics.round_metrics``) whole: generated questions, trajectories,
         verdicts, write-back into ``write_back_into``'s pool (None: none, as without C3) and the
         metrics row; returns the metrics. ``pool_size(con, run, round) -> (chains, evidence)``
         counts G_t+1 for the metrics.
@@ -116,7 +117,7 @@ class RunStore:
                 wb = write_back(self.con, write_back_into, t, self._write_back_items(result, traj_ids),
                                 tau_path=tau_path)
             n_chains, n_evidence = pool_size(self.con, write_back_into, t + 1)
-            metrics = {**result.metrics(tau_path), "val_em": val_em,
+            metrics = {**round_metrics(result, tau_path), "val_em": val_em,
                        "pool_chains": n_chains, "pool_evidence": n_evidence,
                        "writeback_new_chains": wb["new_chains"], "writeback_merged_evidence": wb["merged_evidence"],
                        "writeback_not_chains": wb["not_chains"], "writeback_rejected": wb["rejected"],

@@ -2,7 +2,7 @@
 of its Table 2, seed 000 section 4.1): the proposer searches while writing its question, and a RAG
 check keeps only questions the solver answers from the proposer's own retrieved documents.
 
-One round (``loop.Trainer.propose`` for ``task_source='answer_entity'``), after SSP's code
+One round (``tasks.SSPTasks.propose``, task source ``ssp``), after SSP's code
 (github.com/Alibaba-Quark/SSP: ``ProblemExtractor`` and ``_compute_proposer_rewards``):
 
 1. per answer (an entity of the store with a passage, drawn as before; SSP draws its answers from a

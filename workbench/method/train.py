@@ -40,14 +40,14 @@ from safetensors import SafetensorError
 
 from workbench import paths, store
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
-from workbench.kg import topology_qa
-from workbench.method import distributed, drfree_loop
-from workbench.method.eog_warmstart import topology_demos
+from workbench.method import distributed
+from workbench.method.iterations import save_iteration
 from workbench.method.loop import Laps, Trainer
-from workbench.method.methods import method_spec, uses_kg_tool
+from workbench.method.methods import method_spec, uses_kg_tool, warmstart_demos
 from workbench.method.progress import (WarmStartProgress, round_bar, round_postfix,
                                        write_progress)
 from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
+from workbench.method.tasks import TASK_SOURCES
 from workbench.search.kg_search import tool_settings
 
 RESERVED_RUN_NAMES = frozenset({"batch", "quickstart", "checkpoints"})  # folders under runs/ the workbench owns
@@ -62,13 +62,15 @@ def ensure_world(con, cfg: Config, reads_pool: bool = True) -> None:
     holds are refused, not run on the wrong pool."""
     from workbench.kg.pool import build_pool, pool_filters
     from workbench.kg.tinyworld import build_world
+    from workbench.search.retriever import pool_retriever
 
     if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
         build_world(con, preset=cfg.name, seed=cfg.world.seed)
     p = cfg.pool
     if con.execute("SELECT count(*) FROM chains WHERE run IS NULL").fetchone()[0] == 0:
         build_pool(con, p.walks, p.min_hops, p.max_hops, seed=p.seed, functional_only=p.functional_only,
-                   unique_grounding=p.unique_grounding, retrieval_verify=p.retrieval_verify, hop_ratio=p.hop_ratio)
+                   unique_grounding=p.unique_grounding, retrieval_verify=p.retrieval_verify, hop_ratio=p.hop_ratio,
+                   search=pool_retriever(con) if p.retrieval_verify else None)
         return
     if not reads_pool:  # its tasks are not G_0's chains: the store's filters are no concern of its settings
         return
@@ -151,13 +153,13 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         _check_folder(folder, store.file_of(con), runs, resume, overwrite)
         found, state, cfg = resume_point(con, runs, folder, spec, cfg, resume, world)
         # before the folder is claimed: a store whose G_0 the settings refuse gets no run
-        ensure_world(con, cfg, reads_pool=spec.task_source == "kg_chains")
+        source = TASK_SOURCES[spec.task_source]
+        ensure_world(con, cfg, reads_pool=source.reads_pool)
         _claim_folder(folder, store.file_of(con), runs, resume, overwrite)
-        if spec.task_source == "kg_topology":  # EoG: the held-out set exists before any draw, which leaves it out
-            topology_qa.ensure_topology_questions(con)
+        source.prepare(con)  # what the store must hold before any draw (EoG's held-out queries)
         base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
             con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress),
-            kg_tool=kg_warmstart(spec, cfg), extra_demos=topology_demos(spec, cfg)))
+            kg_tool=kg_warmstart(spec, cfg), extra_demos=warmstart_demos(spec, cfg)))
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")
         state = distributed.with_world({**state, "world_fingerprint": store.world_fingerprint(con)}, world)
@@ -168,7 +170,8 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             with damaged_checkpoint(found):
                 trainer.load_state_dict({**state, "optimizer": distributed.load_optimizer(found, policy.device)})
-        _restore_anchor(trainer, folder, state["completed"])
+        for extension in trainer.extensions:  # a peer's state across rounds (Dr. Free's anchor)
+            extension.resumed(folder, state["completed"])
         if dist is not None:
             distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
@@ -406,25 +409,12 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
 
 
 def _end_iteration(trainer: Trainer, folder: Path, k: int) -> None:
-    """Iteration ``k`` ended (seed 002, Table 9; ``drfree_loop``): the run's best so far is kept as
-    ``iterations/iter-K`` (before the round's checkpoint, so a resume never misses it) and, with
-    ``method.drfree_anchor=updated``, scores Dr. Free's likelihoods from the next round on."""
-    kept = drfree_loop.save_iteration(folder, k)
-    if k < len(trainer.iteration_ends) and trainer.uses_anchor:
-        trainer.set_anchor(kept)
-
-
-def _restore_anchor(trainer: Trainer, folder: Path, completed: int) -> None:
-    """A resumed run's ``updated`` anchor: the last iteration it finished (none in iteration 1)."""
-    if not trainer.uses_anchor or len(trainer.iteration_ends) < 2:
-        return
-    path = drfree_loop.anchor_for(folder, completed, trainer.iteration_ends)
-    if path is None:
-        return
-    if not path.exists():
-        raise ValueError(f"--resume: {path} (the Dr. Free anchor after {completed} rounds) is missing; resume with "
-                         f"the run's first --steps (its iterations end at rounds {trainer.iteration_ends})")
-    trainer.set_anchor(path)
+    """Iteration ``k`` ended (seed 002, Table 9; ``method.iterations``): the run's best so far is kept
+    as ``iterations/iter-K`` (before the round's checkpoint, so a resume never misses it), and each
+    run extension is told (Dr. Free's ``updated`` anchor scores its likelihoods from the next round on)."""
+    kept = save_iteration(folder, k)
+    for extension in trainer.extensions:
+        extension.iteration_ended(k, kept, last=k == len(trainer.iteration_ends))
 
 
 def _write_progress(trainer: Trainer, folder: Path, state: dict, status: str) -> None:

@@ -7,7 +7,9 @@ differ only in the token advantage:
 * solver, GRPO (Eq. 11, :func:`grpo_advantages`): group-relative, one value per trajectory,
   broadcast by the caller to its generated tokens;
 * proposer, REINFORCE++ (Eq. 12, :func:`reinforce_pp_advantages`): the reward at the terminal token,
-  discounted returns, whitened over every valid token of the global batch.
+  discounted returns, whitened over every valid token of the global batch; the proposer's algorithm
+  is a registry (:data:`PROPOSER_ADVANTAGES`, ``method.proposer_algorithm``) a peer adds to (Dr.
+  Free's HRPO).
 
 Both advantages are then scaled per token by an affine function of the token's own probability
 (:func:`probability_scale`, damping low-probability tokens). Retrieved tokens (the environment's
@@ -21,9 +23,16 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 
 import torch
+
+from workbench.method.ranks import OneProcess
+from workbench.registry import Registry
+
+log = logging.getLogger(__name__)  # the update's micro-batches at DEBUG
 
 
 def grpo_advantages(rewards, group_size: int, eps: float = 1e-6) -> torch.Tensor:
@@ -77,35 +86,31 @@ def reinforce_pp_advantages(rewards_at_terminal, mask: torch.Tensor, gamma: floa
     return torch.where(m > 0, (returns - mu) / (sigma + eps), 0.0)
 
 
-def hrpo_advantages(rewards, hops, eps: float = 1e-6) -> torch.Tensor:
-    """HRPO, the proposer's advantage of Dr. Free (seed 002, Table 6: "Algorithm HRPO"; the seed
-    does not define it, Dr. Zero does: Yue et al. 2026, arXiv 2601.07055, section 3.2):
-    A_i = (R_i - mean(R_{I_h})) / (std(R_{I_h}) + eps) over I_h, the batch's questions of hop count h,
-    one value per question (each question is sampled once; the hop group is its baseline).
+PROPOSER_ADVANTAGES = Registry("proposer algorithm")  # method.proposer_algorithm -> advantages of a round's rows
 
-    std is the sample (Bessel-corrected) one, as :func:`grpo_advantages`; a hop count with one
-    question, or with equal rewards, gets advantage 0 (ours). Dr. Zero's HRPO is strictly on-policy
-    without ratio clipping; here it shares the clipped surrogate of :func:`policy_loss`, which equals
-    it on the round's first optimiser step (ratio 1; ``method.minibatches`` = 1 makes every step so).
+
+@PROPOSER_ADVANTAGES.register("reinforce_pp")
+def reinforce_pp(picked, m) -> list[torch.Tensor]:
+    """Eq. 12 for a round's proposer rows: ``picked`` holds (task, candidate) pairs, each candidate
+    with its reward R_p; each row gets its token advantages by :func:`reinforce_pp_advantages`,
+    whitened over the round's proposer batch, the reward at the terminal token (a searching
+    proposer's retrieved tokens, SSP's, are masked). ``m`` is the run's ``MethodConfig``.
 
     Example:
-        >>> hrpo_advantages([1.0, 0.0, 0.5, 0.5, 2.0], [2, 2, 3, 3, 4], eps=0.0)
-        tensor([ 0.7071, -0.7071,  0.0000,  0.0000,  0.0000])
+        >>> from types import SimpleNamespace as NS
+        >>> rows = [(None, NS(reward=r, sequence=NS(response_ids=[1, 2], loss_mask=[1, 1]))) for r in (1.0, 0.0)]
+        >>> [a.tolist() for a in reinforce_pp(rows, NS(discount=1.0, adv_eps=0.0))]
+        [[1.0, 1.0], [-1.0, -1.0]]
     """
-    r = torch.as_tensor(rewards, dtype=torch.float32)
-    h = torch.as_tensor(hops)
-    if r.dim() != 1 or h.shape != r.shape:
-        raise ValueError(f"hrpo_advantages: expected one hop count per reward, got rewards {tuple(r.shape)} "
-                         f"and hops {tuple(h.shape)}")
-    adv = torch.zeros_like(r)
-    for hop in h.unique():
-        group = h == hop
-        if int(group.sum()) < 2:
-            continue
-        g = r[group]
-        if float(g.std()) > 0:  # equal rewards: no signal (0, not 0/0 at eps = 0)
-            adv[group] = (g - g.mean()) / (g.std() + eps)
-    return adv
+    sequences = [c.sequence for _, c in picked]
+    width = max(len(s.response_ids) for s in sequences)
+    mask = torch.zeros(len(sequences), width)
+    terminal = torch.zeros(len(sequences))
+    for i, (_, c) in enumerate(picked):
+        mask[i, :len(c.sequence.response_ids)] = torch.tensor(c.sequence.loss_mask, dtype=torch.float32)
+        terminal[i] = c.reward
+    adv = reinforce_pp_advantages(terminal, mask, gamma=m.discount, eps=m.adv_eps)
+    return [adv[i, :len(s.response_ids)] for i, s in enumerate(sequences)]
 
 
 def probability_scale(logprobs: torch.Tensor, low: float = 0.5, high: float = 1.0) -> torch.Tensor:
@@ -265,3 +270,96 @@ class NonFiniteGuard:
                 f"training stopped: {self.consecutive} consecutive steps had a non-finite loss or KL{where} "
                 f"(loss={float(loss)!r}, kl={float(kl)!r}); lower the learning rate or check the rewards")
         return False
+
+
+class PolicyStep:
+    """One optimiser step of the shared backbone on a batch of rows (section 3.5): the token-mean
+    clipped surrogate (:func:`policy_loss`) with the k3 KL to the frozen reference over every loss
+    token of the rows, in micro-batches of ``m.micro_batch`` sequences, then gradient clipping and
+    AdamW; a non-finite step is skipped (:class:`NonFiniteGuard`) and the KL coefficient adapts
+    (:class:`AdaptiveKL`). What ``loop.Trainer.update`` runs each of a round's steps with, and what
+    ``bench gpu`` times.
+
+    ``reference`` is a separate frozen policy for a full fine-tune; a LoRA policy takes None and its
+    adapter-free base is the reference (``Policy.base_only``). The optimiser holds the trainable
+    parameters only. ``ranks`` (``method.ranks``) spreads a step's rows over processes; ``m`` is the
+    run's ``MethodConfig``.
+
+    Example:
+        >>> # step = PolicyStep(policy, reference, cfg.method); stats = step(t, rows, advantages)
+    """
+
+    def __init__(self, policy, reference, m, ranks=None):
+        self.policy, self.reference, self.m = policy, reference, m
+        self.optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=m.lr,
+                                           weight_decay=0.0)
+        self.guard = NonFiniteGuard(m.max_non_finite)
+        self.kl = AdaptiveKL(m.kl_coef, m.kl_target, m.kl_horizon)
+        self.ranks = ranks or OneProcess()
+
+    def reference_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The frozen reference's log-probs (no grad): the separate reference policy, or a LoRA
+        policy's adapter-free base."""
+        with torch.no_grad():
+            if self.reference is not None:
+                return self.reference.token_logprobs(input_ids, attention_mask)
+            with self.policy.base_only():
+                return self.policy.token_logprobs(input_ids, attention_mask)
+
+    def __call__(self, t: int, rows: list, advantages: list[torch.Tensor], own_old: bool = False) -> dict:
+        """One optimiser step on ``rows`` (``Trajectory``s) with their token ``advantages``; returns the
+        step's loss, KL, entropy and clip fraction (token means) and whether it was ``skipped``.
+        ``own_old``: the policy is still the one that sampled ``rows``; its log-probs, detached, are
+        the old ones."""
+        from workbench.policy.rollout import batch_tensors
+
+        m = self.m
+        total_tokens = sum(int(sum(r.loss_mask)) for r in rows)
+        if total_tokens == 0:
+            return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "skipped": 1}
+        self.policy.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0}
+        pad = self.policy.tokenizer.pad_token_id
+        order = sorted(range(len(rows)), key=lambda i: rows[i].length)  # similar lengths pad less
+        order = self.ranks.step_rows(order)  # this rank's rows; total_tokens stays the global batch's
+        for start in range(0, len(order), m.micro_batch):
+            clock = time.perf_counter()
+            idx = order[start:start + m.micro_batch]
+            tensors = batch_tensors([rows[i] for i in idx], pad)
+            adv = torch.zeros_like(tensors["old_logprobs"])
+            for j, i in enumerate(idx):
+                p = len(rows[i].prompt_ids)
+                adv[j, p:p + len(advantages[i])] = advantages[i]
+            tensors = {k: v.to(self.policy.device) for k, v in tensors.items()}
+            adv = adv.to(self.policy.device)
+            new_logp, entropy = self.policy.token_logprobs(tensors["input_ids"], tensors["attention_mask"],
+                                                           entropy_mask=tensors["loss_mask"])
+            ref_logp = self.reference_logprobs(tensors["input_ids"], tensors["attention_mask"])
+            mask = tensors["loss_mask"].float()
+            adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
+            old_logp = new_logp.detach() if own_old else tensors["old_logprobs"]
+            loss, stats = policy_loss(new_logp, old_logp, ref_logp, adv, mask, m.clip_eps, self.kl.coef)
+            share = float(mask.sum()) / total_tokens  # token-mean over all of this step's rows
+            (loss * share).backward()
+            sums["loss"] += float(loss.detach()) * share
+            sums["kl"] += float(stats["kl"]) * share
+            sums["clip_fraction"] += float(stats.get("clip_fraction", 0.0)) * share
+            sums["entropy"] += float(entropy) * share
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("round %d update micro-batch %d/%d: %d sequences, %d tokens, %.1f s", t,
+                          start // m.micro_batch + 1, -(-len(order) // m.micro_batch), len(idx),
+                          int(tensors["attention_mask"].sum()), time.perf_counter() - clock)
+        self.policy.model.eval()
+        # over several ranks: the gradient and sums of one process at the same global batch
+        sums = self.ranks.all_reduce_step(self.optimizer.param_groups[0]["params"], sums)
+        if not self.guard.check(sums["loss"], sums["kl"], step=t):
+            self.optimizer.zero_grad(set_to_none=True)
+            return {**sums, "skipped": 1}
+        norm = torch.nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], m.max_grad_norm)
+        if not self.guard.check(float(norm), 0.0, step=t):  # a non-finite gradient is skipped the same way
+            self.optimizer.zero_grad(set_to_none=True)
+            return {**sums, "skipped": 1}
+        self.optimizer.step()
+        self.kl.update(sums["kl"], len(rows))
+        return {**sums, "skipped": 0}

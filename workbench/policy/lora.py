@@ -104,7 +104,7 @@ def merged_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
     consumer that keeps none of them (the vLLM sync, :func:`save_merged`'s copy to the CPU) holds
     one extra weight on the GPU, not a second model (the merge that held every delta and every
     merged weight added 15.7 GiB at 3B and 36.7 GiB at 7B, this one 0.2 / 0.6 GiB:
-    ``scripts/merge_peak.py``, LOG.md session 19). Tied weights appear under both names, as in the
+    ``dev/merge_peak.py``, LOG.md session 19). Tied weights appear under both names, as in the
     base's own.
 
     Example: see the module docstring.
@@ -139,7 +139,7 @@ def save_merged(model, directory: str | Path) -> Path:
 
     The model written is built on the meta device and given the merged tensors: no random
     initialisation of weights that are all replaced (Qwen2 0.5B shape on a 2-core CPU: 25.0 s
-    against 1.97 s; ``scripts/save_merged_bench.py``).
+    against 1.97 s; ``dev/save_merged_bench.py``).
     """
     from transformers import AutoModelForCausalLM
 

@@ -29,6 +29,7 @@ from typing import Sequence
 import torch
 from safetensors import SafetensorError
 
+from workbench.limits import default_device
 from workbench.policy import lora
 from workbench.policy.generation import Generation, HFBackend, make_backend
 
@@ -84,17 +85,6 @@ def tiny_model(backbone_cfg, tokenizer, seed: int):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(tiny_config(backbone_cfg, tokenizer))
     return model.eval()
-
-
-def default_device() -> str:
-    """Where a policy goes when no device is given, and what ``search.device`` 'auto' means: 'cuda'
-    when torch sees a GPU, else 'cpu'.
-
-    Example:
-        >>> default_device() in ("cuda", "cpu")
-        True
-    """
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # The bars transformers draws around every save and load (one tiny file here: they finish at once).

@@ -301,7 +301,7 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
 
 class ExtraDemos(Protocol):
     """Proposer demonstrations of another prompt, made in each throwaway world by a higher layer (EoG's
-    topology queries: ``method.eog_warmstart.TopologyDemos``). ``name`` and ``settings`` enter the cache
+    topology queries: ``peers.eog.warmstart.TopologyDemos``). ``name`` and ``settings`` enter the cache
     key (``params[name]``); ``share`` is their share of the proposer demonstrations; each demonstration's
     family starts with ``name + ':'`` (the warm start's report counts them by family).
 
@@ -642,7 +642,7 @@ def warmstart(db, preset="tiny", out_dir: str | Path | None = None, seed: int = 
     keeps the KG tags whole, and its validation offers the KG tool. It has its own cache key (the
     default's is unchanged) and is trained on demand, as the default is when missing.
 
-    ``extra_demos`` (:class:`ExtraDemos`; EoG's topology warm start, ``method.eog_warmstart``) puts
+    ``extra_demos`` (:class:`ExtraDemos`; EoG's topology warm start, ``peers.eog.warmstart``) puts
     proposer demonstrations of another prompt into the mix, likewise under its own key
     (``params[extra_demos.name]``) and evaluation label (``base_<name>``).
 

@@ -265,7 +265,7 @@ class DenseIndex:
 
 RRF_K = 60  # the constant of reciprocal rank fusion (Cormack, Clarke and Buettcher, SIGIR 2009), search.rrf_k
 # ours, the three chosen together on a development set of 4,000 synthetic queries, not on the
-# hand-written test questions (scripts/hybrid_dev.py; 50, rrf and 0.5 before 2026-12-04)
+# hand-written test questions (dev/hybrid_dev.py; 50, rrf and 0.5 before 2026-12-04)
 HYBRID_DEPTH = 100  # hits of each retriever fused (search.hybrid_depth)
 FUSIONS = ("rrf", "minmax", "zscore")  # search.fusion (config.FUSIONS, tested equal)
 FUSION = "zscore"  # search.fusion

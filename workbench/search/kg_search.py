@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import json
 import re
 import threading
 from dataclasses import dataclass
@@ -379,7 +378,7 @@ class KGSearch(CacheCounters):
     render = staticmethod(render)
 
 
-# ---------------------------------------------------------------- the server's /kg_search
+# ------------------------------------------------------------- a hit as /kg_search sends it
 
 def hit_json(hit: KGHit) -> dict:
     """A KGHit as ``/kg_search`` sends it (triples as [head, relation, tail, head_id, tail_id])."""
@@ -400,30 +399,3 @@ def hit_of_json(item: dict) -> KGHit:
     entity = item.get("entity_id")
     return KGHit(item["query"], None if entity is None else int(entity), item.get("title"), float(item.get("score", 0.0)),
                  tuple(Triple(str(h), str(r), str(t), int(hi), int(ti)) for h, r, t, hi, ti in item["triples"]))
-
-
-def answer_kg(kg: KGSearch, queries: list[str], questions: list | None, topk: int | None) -> dict:
-    """The ``/kg_search`` response."""
-    return {"result": [hit_json(h) for h in kg.search(queries, questions, topk)]}
-
-
-def parse_kg_body(raw: bytes, limits) -> tuple[list[str], list | None, int | None]:
-    """(queries, questions, topk) of a ``/kg_search`` body, checked as ``/retrieve``'s is (the
-    server's ``parse_body``: size, JSON, query strings, topk bounds) plus ``questions``: null or one
-    string (or null) per query. Raises the server's RequestError.
-
-    Example:
-        >>> from workbench.search.server import Limits
-        >>> parse_kg_body(b'{"queries": ["Oslo"], "questions": ["Where is Oslo?"]}', Limits())
-        (['Oslo'], ['Where is Oslo?'], None)
-    """
-    from workbench.search.server import RequestError, parse_body
-
-    request = parse_body(raw, limits)
-    body = json.loads(raw)
-    questions = body.get("questions")
-    if questions is not None and (not isinstance(questions, list) or len(questions) != len(request.queries)
-                                  or not all(q is None or isinstance(q, str) for q in questions)):
-        raise RequestError(400, f'"questions" must be null or a list of {len(request.queries)} strings or nulls '
-                                "(one per query)")
-    return request.queries, questions, request.topk
