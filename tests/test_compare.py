@@ -39,7 +39,7 @@ def db(tmp_path):
 @pytest.fixture()
 def no_browser(monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
-    monkeypatch.setattr(figures, "_png_works", None)
+    monkeypatch.setattr(figures.base, "_png_works", None)
 
 
 def test_globs_pick_runs_and_a_glob_matching_nothing_names_the_runs_there_are():

@@ -128,7 +128,7 @@ def compare_figure(runs: pd.DataFrame, metrics: pd.DataFrame, by: str = "method"
         >>> [t.name for t in compare_figure(runs, m).data if t.showlegend]
         ['SSP (2 runs)']
     """
-    from workbench import figures
+    from workbench.figures import base as figures  # the helpers, not the package (whose build.py imports this module)
 
     groups = group_runs(runs, by)
     metrics = metrics[metrics.run.isin(set(runs.run))]
@@ -308,7 +308,7 @@ def over_seeds_figure(table: pd.DataFrame, long: pd.DataFrame, title: str) -> go
         >>> [t.name for t in over_seeds_figure(over_seeds(long), long, "demo").data]
         ['one seed', 'a']
     """
-    from workbench import figures
+    from workbench.figures import base as figures  # the helpers, not the package (whose build.py imports this module)
 
     keys = [c for c in table.columns if c not in ("output", "seeds", "mean", "95% low", "95% high", "values")]
     label = _group_labels(table, keys)
