@@ -306,3 +306,45 @@ def test_a_backend_whose_logprobs_are_not_the_trainers_recomputes_only_after_the
     rows = cfg.chains_per_round * cfg.admit_top_k * cfg.group_size  # the solver's; the proposer's too where scored
     assert two["skipped_update"] == 0 and len(recomputed) == 1
     assert rows // 2 <= recomputed[0] < rows + cfg.chains_per_round * cfg.candidates_per_chain
+
+
+def test_the_seed_fallback_draws_only_the_families_named(db):
+    rows = train(db, run="fam", method="search_r1", preset="smoke", steps=2, progress=False, log=None,
+                 overrides={"method.seed_families": "comparison, two_hop"})
+    con = store.connect(db, read_only=True)
+    drawn = con.execute("SELECT DISTINCT q.family FROM trajectories t JOIN questions q USING (question_id) "
+                        "WHERE t.run = 'fam' ORDER BY 1").fetchall()
+    con.close()
+    assert len(rows) == 2 and drawn == [("comparison",), ("two_hop",)]
+
+
+def test_a_seed_family_the_pool_lacks_is_refused_before_any_round(db):
+    with pytest.raises(ValueError, match=r"method.seed_families.*three_hops not among the seed pool's families"):
+        train(db, run="fam-bad", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.seed_families": "three_hops"})
+
+
+def test_skip_zero_advantage_leaves_groups_of_equal_rewards_out_of_the_update(db, monkeypatch):
+    """With ``method.skip_zero_advantage`` the update sees only rollouts whose GRPO advantage is not 0:
+    here the first group's rewards differ (1, 0, 0, 0) and the second's are all 0."""
+    import torch
+
+    from workbench.method import loop
+
+    real_adv, real_step, seen = loop.grpo_advantages, loop.Trainer._step, {}
+
+    def one_mixed_group(rewards, group_size, eps):
+        return real_adv(torch.tensor([1.0] + [0.0] * (len(rewards) - 1)), group_size, eps)
+
+    def step(self, t, rows, advantages, own_old=False):
+        seen.setdefault(self.cfg.method.skip_zero_advantage, []).extend(float(a.abs().sum()) for a in advantages)
+        return real_step(self, t, rows, advantages, own_old)
+
+    monkeypatch.setattr(loop, "grpo_advantages", one_mixed_group)
+    monkeypatch.setattr(loop.Trainer, "_step", step)
+    for skip in (False, True):
+        train(db, run=f"skip-{skip}", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.skip_zero_advantage": skip})
+    group = preset("smoke").method.group_size
+    assert len(seen[False]) == 2 * group and sum(a > 0 for a in seen[False]) == group
+    assert len(seen[True]) == group and all(a > 0 for a in seen[True])

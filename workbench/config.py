@@ -144,6 +144,10 @@ class MethodConfig:
     max_grad_norm: float = 1.0  # ours
     max_non_finite: int = 3  # consecutive non-finite optimiser steps (minibatches count each) before a run stops; ours
     minibatches: int = 4  # ours: optimiser steps per round, each on a 1/n share of the round's batch (LOG.md)
+    # ours, not the paper: solver rollouts whose GRPO advantage is 0 (their group's rewards all equal)
+    # stay out of the update, so they cost no forward/backward and carry no KL term (DAPO's group filter
+    # without its re-sampling, Yu et al. 2025); the CPU quickstart's rounds are mostly such groups
+    skip_zero_advantage: bool = False
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer
     lora_alpha: int = 32  # ours: LoRA's alpha (the adapters' scale is alpha / rank)
@@ -151,6 +155,8 @@ class MethodConfig:
     proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
     seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
+    # ours: the families the seed fallback draws from, comma-separated (e.g. "comparison,two_hop"); "" = all
+    seed_families: str = ""
     val_dataset: str = "tinyworld"  # questions.dataset of the validation split (its split 'val')
     path_order: float = 0.5  # alpha of M_direct (Eqs. 8-9): weight of order_d; ours (see PathSupportParams)
     path_text: float = 0.25  # beta of M_direct (not Eq. 7's beta_path): weight of text_d, mutual mention; ours
@@ -365,6 +371,8 @@ RULES: dict[str, tuple] = {
                  "path_order", "path_text", "path_cooccur", "path_eta")},
     **{f"method.{k}": (lambda v, _: bool(v.strip()), "a non-empty dataset name")
        for k in ("seed_dataset", "val_dataset")},
+    "method.seed_families": (lambda v, _: v == "" or all(f.strip() for f in v.split(",")),
+                             "'' (every family) or family names joined by ',' (e.g. 'comparison,two_hop')"),
     "method.drfree_reward_form": (_one_of("positive_part", "indicator"), "one of ['indicator', 'positive_part']"),
     "method.drfree_micro_batch": (_at_least(1), "an integer >= 1"),
     "pool.hop_ratio": (lambda v, s: _hop_ratio_ok(v, s), "'' or one positive weight per hop count from pool.min_hops "
