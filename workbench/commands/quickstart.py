@@ -12,9 +12,11 @@ from workbench.commands import add_db
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="run the whole method at tiny size (executes notebook 00)")
     p.add_argument("--preset", default="tiny", choices=("smoke", "tiny"), help="smoke (about a minute) | tiny (default)")
-    p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the notebook's 6)")
+    p.add_argument("--long", action="store_true",
+                   help="the longer run (workbench/quickstart.py: LONG; about 20 min on a quiet 2-core CPU)")
+    p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the quickstart's 6, 14 with --long)")
     p.add_argument("--slots", type=int, default=None,
-                   help="question slots a round (default: the notebook's 8; 0 = the preset's, 32 at tiny)")
+                   help="question slots a round (default: the quickstart's 8, 16 with --long; 0 = the preset's, 32 at tiny)")
     p.add_argument("--seed", type=int, default=0)
     add_db(p)
     p.set_defaults(func=_quickstart)
@@ -38,11 +40,11 @@ def _quickstart(args: argparse.Namespace) -> int:
         if value is not None and value < (1 if flag == "--steps" else 0):
             raise ValueError(f"{flag} {value}: expected an integer >= {1 if flag == '--steps' else 0}")
     src = paths.notebooks_dir() / "00_quickstart.ipynb"
-    out = paths.runs_dir() / "quickstart" / f"00_quickstart-{args.preset}.ipynb"
+    out = paths.runs_dir() / "quickstart" / f"00_quickstart-{args.preset}{'-long' if args.long else ''}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     papermill.execute_notebook(str(src), str(out), cwd=str(src.parent), progress_bar=False, log_output=True,
-                               parameters={"preset": args.preset, "seed": args.seed, "db": args.db or "",
+                               parameters={"preset": args.preset, "seed": args.seed, "db": args.db or "", "long": args.long,
                                            **{k: v for k, v in (("steps", args.steps), ("slots", args.slots))
                                               if v is not None}})
     minutes = (time.perf_counter() - start) / 60
