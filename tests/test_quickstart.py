@@ -35,3 +35,10 @@ def test_the_sentence_reads_the_interval_not_the_point_estimate(gained, lost, re
     where = "most on x" if gained or lost else "no family moved"
     assert reading in text and f"{gained} questions gained, {lost} lost; {where}" in text
     assert "validation EM went 50.0 -> 60.0 (best 60.0)" in text and text.count(". ") == 1
+
+
+def test_a_bad_train_seed_is_one_line_before_the_notebook_starts(capsys):
+    from workbench.cli import main
+
+    assert main(["quickstart", "--preset", "smoke", "--long", "--train-seed", "-2"]) == 2
+    assert "config field 'method.seed': expected a seed in [0, 2^31), got -2" in capsys.readouterr().err
