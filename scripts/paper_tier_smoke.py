@@ -15,6 +15,11 @@ each update micro-batch, so a call cut short still shows where its time went.
 
     PYTHONPATH=$PWD python3 scripts/paper_tier_smoke.py --out /tmp/paper-smoke --shape 3b --entities 100000
     PYTHONPATH=$PWD python3 scripts/paper_tier_smoke.py --out /tmp/kilt-smoke --shape 3b --source kilt --entities 100000
+    PYTHONPATH=$PWD python3 scripts/paper_tier_smoke.py --out /tmp/wiki-smoke --shape 3b --source wiki --set search.index=bm25
+
+``--source wiki`` runs the same path on real Wikipedia text: the sample ``workbench data wiki-sample``
+converts (``--wiki``, default ``data/wiki_sample``), with template questions over its links as the
+training sets and the hand-written questions (``data/wiki_questions``) as the test set ``wiki_hand``.
 
 What it shows: the configuration, data path, engine and judges run at the real model shape and
 corpus scale, with their time and memory. What it cannot show: accuracy (random weights answer
@@ -38,6 +43,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from workbench.commands import log_to_stderr
+
+ROOT = Path(__file__).resolve().parents[1]
 from workbench.method.gpu_bench import SHAPES as PUBLISHED  # the published config.json values
 
 SHAPES = {"3b": PUBLISHED["qwen2.5-3b"], "7b": PUBLISHED["qwen2.5-7b"],
@@ -175,13 +182,49 @@ def make_kilt_inputs(folder: Path, pages: int, questions: int) -> dict:
             "questions": len(rows)}
 
 
-def data_paper(db: Path, inputs: Path, encoder: Path, cfg, val: int) -> list[dict]:
-    """``workbench data paper`` on ``make_kilt_inputs``'s files (the nq test set only)."""
+def make_wiki_inputs(folder: Path, sample: Path, questions: Path) -> dict:
+    """What ``workbench data paper`` reads, from a converted real-text sample (``workbench data
+    wiki-sample``): its KILT and wiki-18 files as they are, and ``qa/`` with training sets of template
+    questions over its recovered links (``nq/train``, ``hotpotqa/train``: 'In the article T, which page
+    does "S" refer to?', the answer the linked page's title; one per page, its first anchor) and the
+    hand-written questions as the test set ``wiki_hand/test``."""
+    import gzip
+    import shutil
+
+    from workbench.kg import wiki_sample
+
+    if not wiki_sample.is_converted(sample):
+        raise FileNotFoundError(f"--wiki {sample}: no converted sample; run `workbench data wiki-sample` first")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (wiki_sample.KILT_FILE, wiki_sample.WIKI18_FILE):
+        shutil.copyfile(sample / name, folder / name)
+    rows, pages = [], 0
+    with gzip.open(sample / wiki_sample.KILT_FILE, "rt", encoding="utf-8") as kilt:
+        for line in kilt:
+            page = json.loads(line)
+            pages += 1
+            if page["anchors"]:
+                a = page["anchors"][0]
+                rows.append({"id": str(len(rows)), "golden_answers": [a["wikipedia_title"]],
+                             "question": f'In the article {page["wikipedia_title"]}, which page does "{a["text"]}" refer to?'})
+    for k, name in enumerate(("nq", "hotpotqa")):
+        (folder / "qa" / name).mkdir(parents=True, exist_ok=True)
+        with open(folder / "qa" / name / "train.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows[k::2])
+    (folder / "qa" / "wiki_hand").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(questions, folder / "qa" / "wiki_hand" / "test.jsonl")
+    return {"pages": pages, "train_questions": len(rows),
+            "test_questions": sum(1 for line in open(questions) if line.strip())}
+
+
+def data_paper(db: Path, inputs: Path, encoder: Path, cfg, val: int, dataset: str = "nq",
+               kilt: str = "kilt.jsonl", wiki18: str = "wiki18.jsonl") -> list[dict]:
+    """``workbench data paper`` on ``make_kilt_inputs``'s (or ``make_wiki_inputs``') files, one test set."""
     from workbench import store
     from workbench.data_pipeline import paper_steps, run_steps
 
-    steps = paper_steps(inputs / "kilt.jsonl", inputs / "wiki18.jsonl", inputs / "qa", encoder, cfg,
-                        datasets=("nq",), val=val, progress=False)
+    steps = paper_steps(inputs / kilt, inputs / wiki18, inputs / "qa", encoder, cfg,
+                        datasets=(dataset,), val=val, progress=False)
     con = store.connect(db)
     try:
         return [{k: v for k, v in r.items() if k != "report"} for r in run_steps(con, steps)]
@@ -194,9 +237,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="working folder (store, models, runs, figures)")
     p.add_argument("--shape", choices=sorted(SHAPES), default="3b")
     p.add_argument("--entities", type=int, default=100_000, help="TinyWorld's entities, or the KILT replica's pages")
-    p.add_argument("--source", choices=["tinyworld", "kilt"], default="tinyworld",
+    p.add_argument("--source", choices=["tinyworld", "kilt", "wiki"], default="tinyworld",
                    help="tinyworld: a TinyWorld store; kilt: a KILT replica, wiki-18 lines and QA files made from it, "
-                        "through workbench data paper (KILT import, wiki-18, E5 index, QA, seed pool, G_0)")
+                        "through workbench data paper (KILT import, wiki-18, E5 index, QA, seed pool, G_0); wiki: the "
+                        "real-text sample (--wiki) through workbench data paper, tested on the hand-written questions")
+    p.add_argument("--wiki", default=str(ROOT / "data" / "wiki_sample"),
+                   help="--source wiki: the converted sample folder (default data/wiki_sample; --entities is ignored)")
+    p.add_argument("--questions", default=str(ROOT / "data" / "wiki_questions" / "questions.jsonl"),
+                   help="--source wiki: the test questions (default the hand-written ones)")
     p.add_argument("--rounds", type=int, default=2, help="rounds before the resume (one more after it)")
     p.add_argument("--slots", type=int, default=8, help="method.chains_per_round")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
@@ -219,8 +267,10 @@ def main(argv=None) -> int:
     stages = Stages()
     model = stages.run("model", make_model, out / "models" / f"qwen2.5-{args.shape}-random", args.shape)
     encoder = out / "models" / f"e5-base-random-{args.shape}"
-    kilt = args.source == "kilt"
-    dataset = "nq" if kilt else "tinyworld"  # evaluation's test set
+    kilt = args.source in ("kilt", "wiki")  # both go through workbench data paper
+    dataset = {"kilt": "nq", "wiki": "wiki_hand"}.get(args.source, "tinyworld")  # evaluation's test set
+    if args.source == "wiki":
+        args.entities = json.loads((Path(args.wiki) / "manifest.json").read_text())["pages"]
     overrides = {"method.steps": args.rounds, "method.chains_per_round": args.slots, "method.val_questions": 4,
                  "search.dense_model": str(encoder), "pool.walks": min(200_000, 4 * args.entities),
                  **({} if kilt else {"method.seed_dataset": "tinyworld", "method.val_dataset": "tinyworld"}),
@@ -228,12 +278,22 @@ def main(argv=None) -> int:
     cfg = preset("paper", **overrides)
     db = out / "data" / "paper.duckdb"
     if kilt:
+        import gzip
+
+        from workbench.kg import wiki_sample
+
         inputs = out / "inputs"
-        stages.run("kilt inputs", make_kilt_inputs, inputs, args.entities, questions=3 * min(2000, args.entities))
-        with open(inputs / "wiki18.jsonl") as f:
+        files = {"kilt": "kilt.jsonl", "wiki18": "wiki18.jsonl"}
+        if args.source == "wiki":
+            stages.run("wiki inputs", make_wiki_inputs, inputs, Path(args.wiki), Path(args.questions))
+            files = {"kilt": wiki_sample.KILT_FILE, "wiki18": wiki_sample.WIKI18_FILE}
+        else:
+            stages.run("kilt inputs", make_kilt_inputs, inputs, args.entities, questions=3 * min(2000, args.entities))
+        with (gzip.open if files["wiki18"].endswith(".gz") else open)(inputs / files["wiki18"], "rt") as f:
             sample = [json.loads(line)["contents"] for _, line in zip(range(20000), f)]
         stages.run("encoder", make_encoder, encoder, args.shape, sample)
-        stages.run("data paper", data_paper, db, inputs, encoder, cfg, val=max(4, min(500, args.entities // 100)))
+        stages.run("data paper", data_paper, db, inputs, encoder, cfg, val=max(4, min(500, args.entities // 100)),
+                   dataset=dataset, **files)
     else:
         con = store.connect(db)
         try:

@@ -16,6 +16,10 @@ and ``test_macro_set_f1`` is recorded beside it, the bases' too), test macro tok
 by tool (``searches_doc``, ``searches_kg``, where the evaluation printed them),
 every round's metrics from metrics.json (timings left out);
 with --audit, the counts of `workbench audit shortcuts` tables (Table 5) of the same runs.
+Where a folder has ``suite_base.json`` (rl_compare.sh with ``DATASET=table1``: Table 1 at the tiny tier),
+the file gets a ``suite`` section: the six benchmarks' question ids, and for the base and each run its
+EM per benchmark, the macro over them, tw-pop per bucket and every question's EM (a 0/1 string per
+benchmark), read from ``suite_<name>.json``; ``workbench.reference.Reference.table1`` reads it.
 With --extend, the runs of an earlier reference file come first (a file shipped from seeds 0-2,
 extended by a later session's seeds 3-5): the same base evaluations and rounds per run are required,
 a run in both is refused, --provenance must restate what, command and machine for both calls, and
@@ -59,6 +63,40 @@ def evaluations(summary: str) -> dict[str, dict]:
         elif (m := SEARCHES.match(line)) and block and "searches_doc" not in out.setdefault(block, {}):
             out[block].update(searches_doc=float(m.group(1)), searches_kg=float(m.group(2)))
     return out
+
+
+def suite_entry(res: dict) -> dict:
+    """One evaluation's part of the suite section, from ``workbench eval --suite table1 --json``."""
+    return {"benchmarks": {b: v["em"] for b, v in res["benchmarks"].items()}, "macro": res["macro"]["em"],
+            "buckets": {k: v["em"] for k, v in res.get("buckets", {}).items()},
+            "outcomes": {b: o["em"] for b, o in res["outcomes"].items()}}
+
+
+def add_suite(suite: dict | None, d: Path, runs: dict[str, str]) -> dict | None:
+    """``suite`` (an earlier folder's or --extend's section, or None) with folder ``d``'s base and
+    ``runs`` ({name in the folder: name in the file}) added; the base and question ids must agree."""
+    if not (d / "suite_base.json").exists():
+        if suite is not None:
+            raise SystemExit(f"{d}: no suite_base.json, but the other folders (or --extend's file) have the table1 suite")
+        return None
+    base = json.loads((d / "suite_base.json").read_text())
+    ids = {b: o["question_ids"] for b, o in base["outcomes"].items()}
+    if suite is None:
+        from workbench.kg.benchmarks import SUITE
+
+        suite = {"name": "table1", "benchmarks": [b for b in SUITE if b in ids], "question_ids": ids,
+                 "base": suite_entry(base), "runs": {}}
+    elif suite["question_ids"] != ids or suite["base"]["outcomes"] != suite_entry(base)["outcomes"]:
+        raise SystemExit(f"{d}: its base's suite evaluation (questions or outcomes) differs from the other folders'")
+    for name, new in runs.items():
+        f = d / f"suite_{name}.json"
+        if not f.exists():
+            raise SystemExit(f"{d}: run {name} has no {f.name} (its suite evaluation failed?)")
+        res = json.loads(f.read_text())
+        if {b: o["question_ids"] for b, o in res["outcomes"].items()} != ids:
+            raise SystemExit(f"{f}: evaluated on other questions than the base")
+        suite["runs"][new] = suite_entry(res)
+    return suite
 
 
 def audit_rows(text: str, rename: dict[str, str]) -> list[dict]:
@@ -117,6 +155,9 @@ def main() -> None:
             if (value := earlier["provenance"].get(f"base{w}_{key}")) is not None:
                 found.add(value)
         provenance = extended_provenance(earlier["provenance"], provenance, args.extend)
+    suite = earlier.get("suite")
+    if args.extend and suite is None and (args.dirs[0] / "suite_base.json").exists():
+        raise SystemExit(f"--extend {args.extend}: it has no table1 suite, these folders do")
     for d in args.dirs:
         for (w, key), found in bases.items():  # the default base, and the KG / topology warm starts where evaluated
             if w == "" or (d / f"eval_base{w}.txt").exists():
@@ -134,6 +175,8 @@ def main() -> None:
                 raise SystemExit(f"{d}: run {name} has {len(runs[name])} rounds; --extend's runs have {sorted(rounds)}")
             evals[new] = e
             metrics[new] = [{k: v for k, v in row.items() if not k.startswith("time_")} for row in runs[name]]
+        suite = add_suite(suite, d, {name: renamed(name, rename) for name in evaluations((d / "summary.txt").read_text())
+                                     if renamed(name, rename)})
     for (w, key), found in bases.items():
         if len(found) > 1 or (w == "" and key == "test_macro_em" and not found):
             also = f" and --extend {args.extend}'s" if args.extend else ""
@@ -141,6 +184,8 @@ def main() -> None:
         if found:
             provenance[f"base{w}_{key}"] = found.pop()
     data = {"provenance": provenance, "evaluations": evals, "metrics": metrics}
+    if suite is not None:
+        data["suite"] = suite
     audit = earlier.get("audit", []) + [row for f in args.audit for row in audit_rows(f.read_text(), rename)]
     if len({(row["run"], row["shortcut"]) for row in audit}) < len(audit):
         raise SystemExit("an audit table counts a run's shortcut twice "

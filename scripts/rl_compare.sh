@@ -18,7 +18,10 @@
 # GPUS="0 1" spreads the runs round-robin over those CUDA devices. DATASET (default tinyworld) is
 # the test set; DATASET=tinyworld_topology evaluates on EoG's answer-set questions (one family per
 # query pattern, built in the base store before the runs copy it): EM there is Hit@1, and the
-# summary adds set F1 per run and over seeds.
+# summary adds set F1 per run and over seeds. DATASET=table1 evaluates on the six TinyWorld benchmarks
+# of Table 1 (`workbench eval --suite table1`, built in the base store before the runs copy it; LIMIT
+# 500 keeps all of them): the summary's macro EM is over the six, the gains and sign tests pool them,
+# and OUT receives suite_<name>.json per evaluation (scripts/reference_file.py reads them).
 # MODEL (a model folder or hub id) is the base every run starts from and the base row evaluated,
 # instead of the tiny warm start; presets without a tiny backbone (paper, paper-7b, paper-8b) default
 # to their backbone.model (paths.local_model). STORE (a store path) is copied for the base and each
@@ -26,6 +29,8 @@
 #   e.g. MODEL=data/models/Qwen2.5-3B-Instruct STORE=data/kilt.duckdb DATASET=nq GPUS="0 1 2" \
 #        scripts/rl_compare.sh paper 314 500 172800 "c:coevokg:" "s:search_r1:" "p:ssp:"
 # (each run gets its own copy of STORE: one writer per DuckDB file).
+# EVAL_BATCH (default: eval's 64) is the questions per generation batch of every evaluation, the base's
+# and the runs' alike (a larger batch means fewer sequential generation calls on a GPU).
 # ENGINE (hf | vllm | auto) is every run's and evaluation's generation backend; default hf at the
 # smoke and tiny presets (a 5M model gains nothing from vLLM, and several runs sharing a GPU would
 # each reserve vLLM's memory share: LOG.md, session 6), else the preset's rollout.backend.
@@ -80,13 +85,17 @@ export JAX_PLATFORMS=cpu HF_HUB_OFFLINE=1 WORKBENCH_DATA="$S/data" WORKBENCH_RUN
 preset=$1 steps=$2 limit=$3 tmo=$4; shift 4
 wb="$PY -m workbench.cli"
 ds=${DATASET:-tinyworld}
+# what an evaluation of $1 (base, base_kg, a run's name) is on: the dataset, or Table 1's suite with its JSON
+target() { if [ "$ds" = table1 ]; then tgt=(--suite table1 --json "$L/suite_$1.json"); else tgt=(--dataset "$ds"); fi; }
 case $preset in smoke|tiny) engine=${ENGINE:-hf} ;; *) engine=${ENGINE:-} ;; esac
 eng_train=() eng_eval=(); if [ -n "$engine" ]; then eng_train=(--set "rollout.backend=$engine"); eng_eval=(--backend "$engine"); fi
+if [ -n "${EVAL_BATCH:-}" ]; then eng_eval+=(--batch-size "$EVAL_BATCH"); fi  # questions per generation batch (eval's default 64)
 db="$S/data/_base.duckdb" L="$S/logs"
 from=(--model "$base")  # train's base; a tiny backbone's runs make (or reuse) their preset's warm start as before
 if [ -z "$base" ]; then from=(); base="$S/base"; fi
 # What a RESUME call must share with the first call (STEPS, TRAIN_TIMEOUT, GPUS and OUT may change)
-call=$(printf 'preset=%s\nlimit=%s\ndataset=%s\nengine=%s\nbase=%s\n' "$preset" "$limit" "$ds" "$engine" "$base"; printf 'spec=%s\n' "$@")
+call=$(printf 'preset=%s\nlimit=%s\ndataset=%s\nengine=%s\nbase=%s\n' "$preset" "$limit" "$ds" "$engine" "$base"
+       if [ -n "${EVAL_BATCH:-}" ]; then printf 'eval_batch=%s\n' "$EVAL_BATCH"; fi; printf 'spec=%s\n' "$@")
 resume=()
 if [ -n "${RESUME:-}" ]; then
   if [ "$call" != "$(cat "$L/call.txt")" ]; then
@@ -108,6 +117,9 @@ if [ -n "${STORE:-}" ]; then
 else
   $wb world --preset "$preset" --seed 0 --db "$db" | tail -1
   $wb pool build --preset "$preset" --db "$db" --seed 0 | tail -1
+fi
+if [ "$ds" = table1 ]; then  # likewise: the suite's questions get the same ids in every copy
+  $PY -c "import sys; from workbench import config, store; from workbench.kg.benchmarks import ensure_suite as e; c = store.connect(sys.argv[1]); print(sum(e(c, n=config.preset(sys.argv[2]).world.suite_questions).values()), 'suite questions'); c.close()" "$db" "$preset"
 fi
 if [ "$ds" = tinyworld_topology ]; then  # same question ids in every copy, so outcomes pair
   $PY -c "import sys; from workbench import store; from workbench.kg.topology_qa import ensure_topology_questions as e; c = store.connect(sys.argv[1]); print(e(c), 'topology questions'); c.close()" "$db"
@@ -135,11 +147,11 @@ gpus=(${GPUS:-})
 unevaluated() { [ -z "${RESUME:-}" ] || ! grep -q " macro " "$1" 2>/dev/null; }  # a RESUME call makes only a missing one
 # the base's evaluation on the last listed GPU (the first run takes the first)
 if unevaluated "$L/eval_base.txt"; then ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
-  $wb eval --db "$db" --model "$base" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base.txt" ) & fi
+  target base; $wb eval --db "$db" --model "$base" "${tgt[@]}" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base.txt" ) & fi
 for w in kg topology; do  # the other warm starts, beside it
   [ -d "$S/base_$w" ] && unevaluated "$L/eval_base_$w.txt" || continue
   ( if [ ${#gpus[@]} -gt 0 ]; then export CUDA_VISIBLE_DEVICES=${gpus[-1]}; fi
-    $wb eval --db "$S/data/_base_$w.duckdb" --model "$S/base_$w" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base_$w.txt" ) &
+    target "base_$w"; $wb eval --db "$S/data/_base_$w.duckdb" --model "$S/base_$w" "${tgt[@]}" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 | grep -v Loading > "$L/eval_base_$w.txt" ) &
 done
 echo "base: $base"
 i=0
@@ -155,7 +167,7 @@ for spec in "$@"; do
     # A run whose training failed (refused, broken) or whose evaluation failed is marked, and the summary
     # reports it instead of its store's evaluation (a RESUME call's store still holds the earlier call's)
     if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then  # finished, or stopped at TRAIN_TIMEOUT: its best checkpoint so far
-      ( $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" --dataset "$ds" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 || echo "eval exit $?" ) | grep -v Loading > "$L/eval_$name.txt" || true
+      target "$name"; ( $wb eval --db "$S/data/$name.duckdb" --model "$S/runs/$name/best" "${tgt[@]}" --limit "$limit" --preset "$preset" "${eng_eval[@]}" 2>&1 || echo "eval exit $?" ) | grep -v Loading > "$L/eval_$name.txt" || true
       if grep -q "^eval exit" "$L/eval_$name.txt"; then echo "$(grep "^eval exit" "$L/eval_$name.txt"); logs/eval_$name.txt" > "$L/failed_$name"; fi
     else
       echo "train exit $rc; logs/train_$name.log" > "$L/failed_$name"; echo "not evaluated: train exit $rc (logs/train_$name.log)" > "$L/eval_$name.txt"
@@ -163,6 +175,7 @@ for spec in "$@"; do
 done
 wait
 cp "$L"/eval_base*.txt "$OUT"/  # kept in SCRATCH too: a RESUME call's OUT gets the first call's
+if [ "$ds" = table1 ]; then cp "$L"/suite_*.json "$OUT"/ 2>/dev/null || true; fi  # each evaluation's EM per question
 cat "$OUT/eval_base.txt"; for w in kg topology; do if [ -f "$OUT/eval_base_$w.txt" ]; then cat "$OUT/eval_base_$w.txt"; fi; done
 for spec in "$@"; do IFS=: read -r name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 "$L/train_$name.log" | tr '\r' '\n' | tail -3; cat "$L/eval_$name.txt"; done | tee "$OUT/summary.txt"
 $PY scripts/rl_summary.py "$S" "$OUT" "$@" | tee -a "$OUT/summary.txt"

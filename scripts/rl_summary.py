@@ -15,16 +15,25 @@ from pathlib import Path
 
 from workbench import store
 from workbench.evaluate import across_seeds, compare_outcomes, latest_evals, outcomes, set_scores
+from workbench.kg.benchmarks import SUITE
 from workbench.kg.topology_qa import DATASET as TOPOLOGY
+from workbench.table1_suite import by_benchmark, suite_frame
 from workbench.method.methods import method_spec, uses_kg_tool
 
 
 def stored_outcomes(db: Path):
-    """The outcomes of the one test evaluation in a store (rl_compare.sh evaluates each store once)."""
+    """The outcomes of the one test evaluation in a store (rl_compare.sh evaluates each store once),
+    or of its Table 1 suite (``DATASET=table1``: six evaluations, one frame whose families are the
+    benchmarks, so macro EM, the gain and the sign test are over the six)."""
     con = store.connect(str(db), read_only=True)
     try:
-        (eval_id,) = latest_evals(con).values()
-        return outcomes(con, eval_id)
+        evals = latest_evals(con)
+        if len(evals) == 1:
+            return outcomes(con, next(iter(evals.values())))
+        suite = {dataset: eval_id for (_, _, dataset), eval_id in evals.items() if dataset in SUITE}
+        if len(suite) != len(evals) or set(suite) != set(SUITE):
+            raise ValueError(f"{db}: expected one test evaluation or the table1 suite's six, found {sorted(evals)}")
+        return by_benchmark(suite_frame(con, suite))
     finally:
         con.close()
 
@@ -34,7 +43,10 @@ def stored_set_f1(db: Path) -> float | None:
     questions (``tinyworld_topology``), else None."""
     con = store.connect(str(db), read_only=True)
     try:
-        ((_, _, dataset), eval_id), = latest_evals(con).items()
+        evals = latest_evals(con)
+        if len(evals) != 1:  # the table1 suite: no answer-set questions
+            return None
+        ((_, _, dataset), eval_id), = evals.items()
         if dataset != TOPOLOGY:
             return None
         scores = set_scores(con, eval_id)

@@ -234,6 +234,27 @@ def test_a_manual_import_of_the_same_file_is_adopted_not_doubled(files, whole, t
         {k: v for k, v in whole[1].items() if k != "pipeline_steps"}
 
 
+def test_a_manual_import_of_the_same_source_compressed_is_adopted_not_refused(files, whole, tmp_path, capsys):
+    """Regression (issue 39): the wiki-18 passages imported by hand as .gz were imported again by the
+    pipeline's wiki18 step (doubled); refused now as the same content, the step adopts that import,
+    as the KILT step adopts a KILT import of the same content (before: "another world", refused)."""
+    import gzip
+
+    db = tmp_path / "kilt.duckdb"
+    _with_index(whole, db)
+    for kind, name in (("kilt", "kilt.jsonl"), ("wiki18", "wiki18.jsonl")):
+        packed = tmp_path / f"{name}.gz"
+        packed.write_bytes(gzip.compress((files / name).read_bytes()))
+        assert main(["import", kind, str(packed), "--db", str(db), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main([str(a) for a in argv(files, db)]) == 0
+    assert [(s["step"], s["status"]) for s in json.loads(capsys.readouterr().out)[:2]] == [
+        ("kilt", "adopted"), ("wiki18", "adopted")]
+    kept = ("entities", "passages", "anchors", "edges", "relations", "questions", "chains")
+    after = snapshot(db)
+    assert {k: after[k] for k in kept} == {k: whole[1][k] for k in kept}
+
+
 def test_bad_inputs_are_named_before_the_store_is_created(files, tmp_path, capsys):
     db = tmp_path / "none.duckdb"
     args = [str(a) for a in argv(files, db)]

@@ -51,10 +51,11 @@ def test_doctests():
 def test_shortcut_contexts_text():
     search = FakeSearch()
     ctx = dict(drfree.shortcut_contexts(CHAIN, QUESTION, search))
-    assert list(ctx) == ["closed_book", "source_only", "one_shot", "per_hop:1", "per_hop:2", "per_hop:3"]
+    assert list(ctx) == ["closed_book", "source_only", "one_shot", "per_hop:1", "per_hop:2"]
     assert ctx["closed_book"] == []
     assert ctx["source_only"] == [CHAIN.passages[0]]
-    assert [ctx[f"per_hop:{i + 1}"] for i in range(3)] == [[p] for p in CHAIN.passages]
+    # one context per hop's evidence (hops 1..L-1); the source document (hop 0) is source-only's
+    assert [ctx[f"per_hop:{i}"] for i in (1, 2)] == [[p] for p in CHAIN.passages[1:]]
     # one retrieval of the question itself, top 3, each cut to 340 whitespace-delimited words
     assert search.queries == [([QUESTION], 3)]
     assert len(ctx["one_shot"]) == 3
@@ -63,11 +64,37 @@ def test_shortcut_contexts_text():
     short = FakeSearch(words=5)
     assert drfree.one_shot(CHAIN, QUESTION, short)[0][0].split()[-5:] == ["w"] * 5  # short passages whole
     assert [n for n, _ in drfree.shortcut_contexts(CHAIN, QUESTION, None, ["per_hop"])] == \
-        ["per_hop:1", "per_hop:2", "per_hop:3"]
+        ["per_hop:1", "per_hop:2"]
     with pytest.raises(ValueError, match="unknown shortcut"):
         drfree.shortcut_contexts(CHAIN, QUESTION, None, ["nope"])
     with pytest.raises(ValueError, match="search tool"):
         drfree.shortcut_contexts(CHAIN, QUESTION, None, ["one_shot"])
+
+
+# Questions and answers over CHAIN, enough that under the seeded model some candidate's strongest
+# shortcut is the source document (which of the contexts wins is the model's, not ours)
+LOO_ITEMS = [(QUESTION, a) for a in ("Dagiju", "Lorentia", "Kavimo Rutel", "Tesamu")] + \
+    [("Who directed Tesamu?", a) for a in ("Kavimo Rutel", "Dagiju", "Lorentia", "Tesamu")]
+
+
+def test_leaving_out_source_only_changes_the_shortcut_set_and_the_reward(policy):
+    """Issue 40: the per-hop contexts held the source document too, so without ``source_only`` the
+    set B kept the same strongest context and ``dr_free_wo_source_only`` gave ``dr_free``'s reward."""
+    search = FakeSearch()
+    full = dict(drfree.shortcut_contexts(CHAIN, QUESTION, search))
+    loo = dict(drfree.shortcut_contexts(CHAIN, QUESTION, search, [s for s in drfree.ALL_SHORTCUTS if s != "source_only"]))
+    assert [CHAIN.passages[0]] in full.values()
+    assert [CHAIN.passages[0]] not in loo.values()  # no context of B without source-only is the source alone
+    xs = [ProposerInputs(Schedule(0, 10), None, CHAIN, q, a, policy, FakeSearch()) for q, a in LOO_ITEMS]
+    with_src = [PROPOSER_REWARDS["dr_free"](x) for x in xs]
+    without = [PROPOSER_REWARDS["dr_free_wo_source_only"](x) for x in xs]
+    infos = [drfree.information_gain(policy, CHAIN, q, a, FakeSearch()) for q, a in LOO_ITEMS]
+    assert any(i["strongest"] == "source_only" for i in infos)
+    for i, w, r in zip(infos, with_src, without):
+        rest = max(v for k, v in i["shortcuts"].items() if k != "source_only")
+        assert r == pytest.approx(max(0.0, i["full"] - rest), abs=1e-4)  # B less the source document
+        assert w == pytest.approx(max(0.0, i["gain"]), abs=1e-4)
+    assert with_src != pytest.approx(without, abs=1e-4)  # the two rows differ on the same chains
 
 
 def _by_hand(policy, question, passages, answer):
@@ -165,3 +192,15 @@ def test_a_smoke_round_with_dr_free(tmp_path, monkeypatch):
     con.close()
     assert rewards and all(r is not None and r >= 0 for (r,) in rewards)
     assert '"proposer_reward": "dr_free"' in stored
+
+
+def test_the_shipped_leave_source_only_out_rows_differ_from_dr_free_round_by_round():
+    from workbench import reference
+
+    ref = reference.load("tiny_drfree_10rounds.json")  # remade after issue 40's fix (the 20-round file predates it)
+    for seed in (0, 1, 2, 3):
+        rows = {m: (lambda d: d[d.seed == seed])(ref.of(m)).sort_values("round") for m in ("drfree", "drfree_wo_source_only")}
+        a, b = (rows[m][["proposer_reward", "val_em"]].to_numpy() for m in rows)
+        assert len(a) == len(b) == 10
+        differ = (abs(a - b) > 1e-9).any(axis=1)
+        assert differ.mean() >= 0.5, f"seed {seed}: the two rows agree in {int((~differ).sum())} of 10 rounds"

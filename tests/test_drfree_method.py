@@ -56,7 +56,7 @@ def test_batched_gain_equals_one_candidate_at_a_time_in_few_forwards(policy):
         assert many["gain"] == pytest.approx(one["gain"], abs=1e-4)
         assert many["shortcuts"] == pytest.approx(one["shortcuts"], abs=1e-4)
     # rows: per candidate the full context + closed-book, source-only, one-shot and one per hop
-    rows = sum(1 + 3 + len(c.passages) for c, _, _ in ITEMS)
+    rows = sum(1 + 3 + len(c.passages) - 1 for c, _, _ in ITEMS)
     assert [s[0] for s in shapes] == [8] * (rows // 8) + ([rows % 8] if rows % 8 else [])
     assert search.calls == [[q for _, q, _ in ITEMS]]  # every one-shot retrieval in one batch
 

@@ -54,9 +54,11 @@ def test_each_term_by_hand():
     assert M.answer_reward("small Lorentia", ["Lorentia"], 1.0)[2] == 1.0  # CEM alone
     assert M.recall_reward([1, None, 4], [1, 2, 3]) == pytest.approx(1 / 3)
     assert M.recall_reward([1, 2, 3], [1, 2, 3]) == 1.0
-    # t = i: no penalty; t = i + 1: 0.9 * -0.2; t = i + 3: 0.9^3 * -0.2 = -0.1458
+    # t = i: no penalty; t = i + 1: -0.2 (1 - 0.9); t = i + 3: -0.2 (1 - 0.9^3) = -0.0542
     assert M.step_penalty(2, 2) == 0.0 and M.step_penalty(1, 2) == 0.0
-    assert M.step_penalty(3, 2) == -0.18 and M.step_penalty(5, 2) == -0.1458
+    assert M.step_penalty(3, 2) == -0.02 and M.step_penalty(5, 2) == -0.0542
+    # as written: 0.9 * -0.2; 0.9^3 * -0.2 = -0.1458
+    assert M.step_penalty(3, 2, form="literal") == -0.18 and M.step_penalty(5, 2, form="literal") == -0.1458
     assert M.total_reward(0.833333, 1 / 3, -0.18, 0.5) == pytest.approx(0.833333 + 0.5 * (1 / 3 - 0.18))
 
 
@@ -65,9 +67,9 @@ def test_terms_of_a_trajectory_with_both_tools():
     traj = _traj(queries=["Kavimo Rutel", "Dagiju", "x"], kg_queries=["Dagiju"], entity_ids=[1, 4, 2, 1],
                  kg_ids=[2])
     t = M.terms(traj, slot)
-    # recall: entities 1 and 2 of {1, 2, 3}; 4 searches over 2 hops: 0.9^2 * -0.2 = -0.162
-    assert (t["format"], t["ans"], t["recall"], t["steps"], t["penalty"]) == (0.0, 1.0, 2 / 3, 4, -0.162)
-    assert t["total"] == pytest.approx(1.0 + 0.5 * (2 / 3 - 0.162))
+    # recall: entities 1 and 2 of {1, 2, 3}; 4 searches over 2 hops: -0.2 (1 - 0.9^2) = -0.038
+    assert (t["format"], t["ans"], t["recall"], t["steps"], t["penalty"]) == (0.0, 1.0, 2 / 3, 4, -0.038)
+    assert t["total"] == pytest.approx(1.0 + 0.5 * (2 / 3 - 0.038))
     assert M.terms(traj, slot, accuracy_only=True)["total"] == 1.0
     bad = M.terms(_traj(answer=None, reason="max_turns"), slot)
     assert (bad["format"], bad["ans"], bad["recall"], bad["total"]) == (-1.0, 0.0, 0.0, -1.0)
@@ -77,18 +79,69 @@ def test_the_registered_rewards_read_the_run_config():
     slot = Slot("q", ["Lorentia"], 1, "seed", gold_chain=[1, 3])
     traj = _traj(queries=["a", "b"], entity_ids=[1])
     x = R.SolverInputs(1, 0.0, 0.2, traj, slot)
-    assert R.SOLVER_REWARDS["dynasearcher"](x) == pytest.approx(1.0 + 0.5 * (0.5 - 0.18))
+    assert R.SOLVER_REWARDS["dynasearcher"](x) == pytest.approx(1.0 + 0.5 * (0.5 - 0.02))
     assert R.SOLVER_REWARDS["dynasearcher_acc"](x) == 1.0
     cfg = MethodConfig(mr_alpha=1.0, mr_gamma=0.5, mr_beta=-0.4)
     x = dataclasses.replace(x, config=cfg)
-    assert R.SOLVER_REWARDS["dynasearcher"](x) == pytest.approx(1.0 + 1.0 * (0.5 - 0.2))
+    assert R.SOLVER_REWARDS["dynasearcher"](x) == pytest.approx(1.0 + 1.0 * (0.5 - 0.2))  # -0.4 (1 - 0.5)
+    x = dataclasses.replace(x, config=dataclasses.replace(cfg, mr_penalty_form="literal", mr_gamma=0.25))
+    assert R.SOLVER_REWARDS["dynasearcher"](x) == pytest.approx(1.0 + 1.0 * (0.5 - 0.1))  # 0.25 * -0.4
     with pytest.raises(ValueError, match="trajectory and its slot"):
         R.SOLVER_REWARDS["dynasearcher"](R.SolverInputs(1))
 
 
+def test_every_further_excess_search_costs_more_by_default_and_less_as_written():
+    """Seed 003's r_penalty = gamma^(t-i) beta with beta "the penalty lower bound" (issue 40): the
+    default reading penalises each further excess search more and never passes beta; the literal
+    one, kept selectable, penalises it less."""
+    from workbench.config import MR_PENALTY_FORMS
+
+    assert MR_PENALTY_FORMS == M.PENALTY_FORMS and M.MultiRewardParams().penalty_form == "saturating"
+    assert MethodConfig().mr_penalty_form == "saturating"
+    default = [M.step_penalty(2 + k, 2) for k in range(1, 30)]
+    assert all(b < a for a, b in zip(default, default[1:])) and all(-0.2 <= p < 0 for p in default)
+    literal = [M.step_penalty(2 + k, 2, form="literal") for k in range(1, 30)]
+    assert all(b > a for a, b in zip(literal, literal[1:])) and all(-0.2 <= p < 0 for p in literal)
+    slot = Slot("q", ["Lorentia"], 1, "seed", gold_chain=[1])
+    few, many = _traj(queries=["a", "b"], entity_ids=[1]), _traj(queries=list("abcdef"), entity_ids=[1])
+    assert M.terms(many, slot)["total"] < M.terms(few, slot)["total"]
+    as_written = M.MultiRewardParams(penalty_form="literal")
+    assert M.terms(many, slot, as_written)["total"] > M.terms(few, slot, as_written)["total"]
+    assert M.MultiRewardParams.of(MethodConfig(mr_penalty_form="literal")).penalty_form == "literal"
+    with pytest.raises(ValueError, match="mr_penalty_form"):
+        M.step_penalty(3, 2, form="inverse")
+
+
+def test_imported_hotpot_questions_carry_their_gold_documents_for_r_recall(tmp_path):
+    """r_recall was 0 on every imported question (an empty chain); HotpotQA's supporting facts and
+    2Wiki's supporting documents now resolve to the store's entities at import (issue 40)."""
+    from workbench.qa_import import build_seed_pool, import_qa
+
+    con = store.connect(":memory:")
+    con.execute("INSERT INTO entities (entity_id, title) VALUES (1, 'Alba'), (2, 'Zed'), (3, 'Bo Lind')")
+    records = [{"_id": f"r{i}", "question": f"Which film is older, {i}?", "answer": "Alba", "type": "comparison",
+                "supporting_facts": [["Alba", 0], ["Zed", 1], ["Alba", 2], ["Missing Page", 0]], "context": []}
+               for i in range(4)]
+    path = tmp_path / "hotpot_train.json"
+    path.write_text(json.dumps(records))
+    report = import_qa(con, path, "hotpotqa", split="train")
+    assert (report["support_titles"], report["support_resolved"]) == (12, 8)  # 'Missing Page' is not in the store
+    assert {tuple(c) for (c,) in con.execute("SELECT chain FROM questions").fetchall()} == {(1, 2)}
+    build_seed_pool(con, ["hotpotqa"], name="hp", val=1)
+    qid, question, answers, hops, chain = con.execute(
+        "SELECT question_id, question, answers, hops, chain FROM questions WHERE dataset = 'hp' AND split = 'seed' "
+        "ORDER BY question_id LIMIT 1").fetchone()
+    slot = Slot(question, list(answers), hops, "seed", gold_chain=list(chain), question_id=qid)
+    t = M.terms(_traj(answer="Alba", queries=["a", "b"], entity_ids=[2, 3]), slot)
+    assert t["recall"] == 0.5  # Zed retrieved, Alba not
+    # a question without gold documents: recall 0 in every rollout of its group (no advantage from it)
+    plain = Slot(question, list(answers), hops, "seed")
+    assert {M.terms(_traj(queries=["a"], entity_ids=e), plain)["recall"] for e in ([1], [2, 3], [])} == {0.0}
+
+
 def test_config_refuses_a_positive_penalty_and_unknown_tool_settings():
     for key, value in (("method.mr_beta", 0.2), ("method.kg_filter", "bm25"), ("method.kg_tool", "yes"),
-                       ("method.mr_gamma", 1.5)):
+                       ("method.mr_gamma", 1.5), ("method.mr_penalty_form", "inverse")):
         with pytest.raises(ValueError, match=key):
             preset("smoke", **{key: value})
     assert tuple(sorted(KG_FILTERS)) == tuple(sorted(K.FILTERS))
@@ -102,7 +155,7 @@ def test_round_metrics_have_the_terms_only_where_the_reward_or_tool_is():
     assert tool_use_metrics(plain, kg_tool=False) == {}
     assert tool_use_metrics(plain, kg_tool=True) == {"searches_doc": 2.0, "searches_kg": 0.0}
     out = tool_use_metrics([Rollout(traj, TrajectoryScore(1.0, [], 0.0, False, terms["total"], terms))], False)
-    assert out["mr_recall"] == 0.5 and out["mr_penalty"] == -0.18 and out["over_hops_rate"] == 1.0
+    assert out["mr_recall"] == 0.5 and out["mr_penalty"] == -0.02 and out["over_hops_rate"] == 1.0
     assert out["mr_total"] == terms["total"]
 
 

@@ -171,8 +171,8 @@ def test_witness_prompt_from_the_store_is_deterministic(db):
 
 
 def test_topology_prompt_config_is_checked():
-    assert preset("tiny").method.topology_prompt == "witness"
-    assert preset("tiny", **{"method.topology_prompt": "query"}).method.topology_prompt == "query"
+    assert preset("tiny").method.topology_prompt == "query"  # seed 004's skeleton (since 2026-12-04)
+    assert preset("tiny", **{"method.topology_prompt": "witness"}).method.topology_prompt == "witness"
     with pytest.raises(ValueError, match="method.topology_prompt"):
         preset("tiny", **{"method.topology_prompt": "chain"})
     with pytest.raises(ValueError, match="method.topology_prompt"):

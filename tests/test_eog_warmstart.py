@@ -62,13 +62,13 @@ def test_every_demonstration_and_template_is_admitted_by_eogs_gate(world, seed):
 
 
 def test_demonstrations_prompt_as_the_round_does_and_are_deterministic(world):
-    demos_of = eog_warmstart.TopologyDemos(per_pattern=3)
+    demos_of = eog_warmstart.TopologyDemos(per_pattern=3)  # the default prompt: the query's skeleton
     views, demos = demos_of.views(world, 5), demos_of(world, 5, EOS)
-    assert [d.user for d in demos] == eog.topology_prompts(lambda u: u, views, 1, "witness")
+    assert [d.user for d in demos] == eog.topology_prompts(lambda u: u, views, 1, "query")
     assert [(d.user, d.segments) for d in demos] == [(d.user, d.segments) for d in demos_of(world, 5, EOS)]
     assert [d.segments for d in demos] != [d.segments for d in demos_of(world, 6, EOS)]
-    query = eog_warmstart.TopologyDemos(prompt="query", per_pattern=3)(world, 5, EOS)
-    assert [d.user for d in query] == eog.topology_prompts(lambda u: u, views, 1, "query")
+    witness = eog_warmstart.TopologyDemos(prompt="witness", per_pattern=3)(world, 5, EOS)
+    assert [d.user for d in witness] == eog.topology_prompts(lambda u: u, views, 1, "witness")
 
 
 def test_templates_are_not_the_held_out_sets_wording():
@@ -126,7 +126,8 @@ def test_the_topology_warm_start_has_its_own_key_and_label_and_the_default_key_i
     path = ws.warmstart(db, cfg, val_per_family=1, log=None, extra_demos=extra)
     meta = json.loads((path / "workbench.json").read_text())
     assert meta["method"] == "base_topology" and meta["topology"] == extra.settings
-    assert set(meta["extra_demos"]) == {f"topology:{p}" for p in topology.PATTERNS}
+    assert {f for f in meta["extra_demos"] if ":solver:" not in f} == {f"topology:{p}" for p in topology.PATTERNS}
+    assert meta["graph_tools"] == extra.graph  # EoG's solver explores with the graph tools; eval offers them
     default = ws.warmstart(db, cfg, val_per_family=1, log=None)
     assert default.name != path.name and "topology" not in json.loads((default / "workbench.json").read_text())
     con = store.connect(db, read_only=True)

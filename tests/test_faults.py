@@ -3,6 +3,7 @@ the store holds whole rounds only, the last complete checkpoint is there, and ``
 reproduces the uninterrupted run's metrics (issue 12). Each fault is a real SIGKILL of a
 subprocess (tests/fixtures/fault_train.py), not an exception."""
 
+import gzip
 import json
 import os
 import shutil
@@ -105,9 +106,11 @@ def test_kill_in_the_best_swap_keeps_a_best(world, tmp_path):
 
 IMPORT_SCRIPT = Path(__file__).parent / "fixtures" / "fault_import.py"
 ROOT = Path(__file__).resolve().parents[1]
-FAST_IMPORT_POINTS = ["import_before_commit", "pool_evidence"]
+FAST_IMPORT_POINTS = ["import_before_commit", "pool_evidence", "gz_before_commit"]
 SLOW_IMPORT_POINTS = ["import_first_batch", "import_staged", "import_edges", "import_after_commit",
-                      "qa_before_commit", "pool_walks", "pool_deleted", "pool_after_commit"]
+                      "qa_before_commit", "pool_walks", "pool_deleted", "pool_after_commit",
+                      "wiki18_first_batch", "wiki18_before_commit", "w5m_aliases", "w5m_before_commit",
+                      "gz_first_batch"]
 
 
 def _workbench(point, *argv, file_limit=None):
@@ -143,6 +146,9 @@ def snapshot(db) -> dict:
 COMMANDS = {  # point prefix -> (the command's arguments given db and files, the in-process whole run)
     "import": lambda db, f: ["import", "kilt", f["kilt"], "--db", db, "--no-progress"],
     "qa": lambda db, f: ["import", "qa", f["qa"], "--name", "nq", "--db", db],
+    "wiki18": lambda db, f: ["import", "wiki18", f["wiki18"], "--db", db, "--no-progress"],
+    "w5m": lambda db, f: ["import", "wikidata5m", f["triples"], "--aliases", f["aliases"], "--db", db, "--no-progress"],
+    "gz": lambda db, f: ["import", "kilt", f["kilt_gz"], "--db", db, "--no-progress"],
     "pool": lambda db, f: ["pool", "build", "--db", db, "--preset", "smoke", "--walks", 400, "--seed", 7],
 }
 
@@ -162,10 +168,17 @@ def inputs(tmp_path_factory):
     build_world(con, preset="smoke")
     build_pool(con, walks=300, seed=1)
     con.close()
-    files = {"kilt": folder / "kilt.jsonl", "qa": folder / "nq.jsonl"}
+    files = {"kilt": folder / "kilt.jsonl", "qa": folder / "nq.jsonl", "wiki18": folder / "psgs.jsonl",
+             "triples": folder / "triples.txt", "aliases": folder / "aliases.txt", "kilt_gz": folder / "kilt2.jsonl.gz"}
     write_kilt_like(files["kilt"], 300)
     files["qa"].write_text("".join(json.dumps({"id": i, "question": f"q{i}?", "answers": [f"a{i}"]}) + "\n"
                                    for i in range(50)))
+    files["wiki18"].write_text("".join(json.dumps({"id": str(i), "contents": f'"Page {i % 40}"\nText {i}.'}) + "\n"
+                                       for i in range(300)))
+    files["triples"].write_text("".join(f"Q{i}\tP{i % 5}\tQ{i + 1}\n" for i in range(300)))
+    files["aliases"].write_text("".join(f"Q{i}\tPage {i}\n" for i in range(301)))
+    write_kilt_like(folder / "kilt2.jsonl", 200, seed=2)  # another source, stored as .gz
+    files["kilt_gz"].write_bytes(gzip.compress((folder / "kilt2.jsonl").read_bytes()))
     whole = {}
     for kind, argv in COMMANDS.items():
         db = folder / f"whole-{kind}.duckdb"
@@ -207,6 +220,23 @@ def test_kill_during_import_or_pool_build_leaves_before_or_whole(inputs, tmp_pat
 @pytest.mark.parametrize("point", SLOW_IMPORT_POINTS)
 def test_kill_at_every_other_point_of_import_and_pool_build(inputs, tmp_path, point):
     _kill_and_rerun(inputs, tmp_path, point)
+
+
+def test_kill_while_a_second_form_of_a_source_is_hashed_leaves_the_store_and_the_rerun_refuses(inputs, tmp_path):
+    """The same KILT source as .gz, onto a store that holds it: killed while its content is hashed for
+    the comparison, the store is as it was; run again, it is refused as already imported (issue 39)."""
+    base, files, whole = inputs
+    db = tmp_path / "s.duckdb"
+    shutil.copy(base.parent / "whole-import.duckdb", db)
+    packed = tmp_path / "kilt.jsonl.gz"
+    packed.write_bytes(gzip.compress(files["kilt"].read_bytes()))
+    argv = ["import", "kilt", packed, "--db", db, "--no-progress"]
+    killed = _workbench("again_hashed", *argv)
+    assert killed.returncode == -9, killed.stderr[-1500:]
+    assert snapshot(db) == whole["import"]
+    rerun = _workbench("none", *argv)
+    assert rerun.returncode == 2 and rerun.stderr.count("\n") == 1 and "with the same content" in rerun.stderr
+    assert snapshot(db) == whole["import"]
 
 
 def test_a_disk_that_fills_at_commit_is_one_line_and_changes_nothing(inputs, tmp_path):

@@ -103,6 +103,32 @@ def test_gate_top_k_and_threshold():
     assert [v.index for v in gate(CHAIN, cands, StructuralVerifier(), 0.0, 5) if v.admitted] == [1, 3]
 
 
+def test_a_candidate_exactly_at_the_threshold_is_not_admitted():
+    """Section 3.2: only candidates scoring *above* the threshold are retained (issue 40)."""
+    out = gate(CHAIN, [GOOD, ONE_HOP], StructuralVerifier(), threshold=1.0, top_k=2)
+    assert out[0].q == 1.0 and not out[0].passed and not out[0].admitted
+    at = gate(CHAIN, [ONE_HOP], StructuralVerifier(), threshold=0.5 ** 0.25, top_k=1)[0]
+    assert at.q == 0.5 ** 0.25 and not at.passed
+    assert gate(CHAIN, [ONE_HOP], StructuralVerifier(), threshold=0.84, top_k=1)[0].admitted
+
+
+def test_the_multi_hop_veto_is_a_named_setting_of_ours():
+    """A zero multi-hop score vetoes (Q = 0) only under method.gate_multi_hop_veto (ours, on by
+    default); Eq. 6 itself vetoes leaks only (issue 40)."""
+    from workbench.config import MethodConfig
+
+    assert MethodConfig().gate_multi_hop_veto is True
+    flat = Verdict(0, "q", "a", True, scores={"faithfulness": 1, "multi_hop": 0, "answer_focus": 1, "clarity": 1})
+    assert quality(flat, "mean") == 0.0 and quality(flat, "mean", multi_hop_veto=False) == 0.75
+    one_relation = ("Which city is the author born in?", "Rome")  # touches one relation: multi_hop 0.5
+    bare = ("What is the birthplace of the author?", "Rome")  # touches none: multi_hop 0
+    judged = StructuralVerifier().judge(CHAIN, [bare])[0]
+    assert judged.scores["multi_hop"] == 0.0
+    assert not gate(CHAIN, [bare], StructuralVerifier(), 0.5, 1, "mean")[0].admitted
+    assert gate(CHAIN, [bare, one_relation], StructuralVerifier(), 0.0, 2, "mean",
+                multi_hop_veto=False)[0].q == quality(judged, "mean", multi_hop_veto=False) > 0
+
+
 class CountingVerifier:
     """A real verifier wrapper that records how many grouped calls the gate made."""
 

@@ -24,7 +24,7 @@ LAYERS = (
     {"store"},                                                            # the DuckDB store
     {"kg", "search", "policy"},                                           # knowledge, retrieval, models
     {"method"},                                                           # the paper's method
-    {"evaluate", "figures", "batch", "paper", "reference", "qa_import", "notebook", "plan",
+    {"evaluate", "figures", "batch", "paper", "reference", "qa_import", "notebook", "plan", "table1_suite",
      "data_pipeline"},                                                    # faces over the method
     {"commands", "cli"},                                                  # the `workbench` command
 )

@@ -61,13 +61,30 @@ def test_verifier_judges_a_rounds_chains_in_one_batch(policy):
 
 
 def test_extractor_runs_one_batch_and_grounds_every_entity(policy):
+    """The real policy's replies, one batch: every entity on a path is the entity of a passage the
+    trajectory retrieved or named by one (issue 40: not merely one of the chain's titles)."""
+    from workbench.method.loop import extraction_item
+    from workbench.policy.rollout import Trajectory
+
     counting = CountingPolicy(policy)
     extractor = LLMPathExtractor(counting, max_new_tokens=8)
     titles = {1: "Ann", 2: "Rome", 3: "Italy"}
-    paths = extractor.extract_many([("Where?", "<search> Ann </search>", titles, "Italy"),
-                                    ("Who?", "<search> Rome </search>", titles, "Nobody")])
+    found = ["<information>Doc 1(Title: Ann) Ann lived in Italy.</information>"]
+    trajs = [Trajectory(0, 0, "p", [], text="<search> Ann </search>" + found[0], queries=["Ann"], entity_ids=[1],
+                        answer="Italy", retrieved=found),
+             Trajectory(1, 0, "p", [], text="<search> Rome </search>", queries=["Rome"], answer="Nobody")]
+    paths = extractor.extract_many([extraction_item(q, t, [1, 2, 3], titles) for q, t in zip(("Where?", "Who?"), trajs)])
     assert counting.batches == [2]
-    assert paths[0][-1] == 3 and set(paths[0]) <= set(titles) and set(paths[1]) <= set(titles)
+    assert paths[0][-1] == 3 and set(paths[0]) <= {1, 3} and paths[1] == []  # Rome: never retrieved nor named
+
+
+def test_the_paper_preset_says_what_the_llm_call_does():
+    """Seed 000 has one LLM call judge correctness and extract the path; here R_ans is exact match
+    and the extractor's call extracts only: the stated value must not claim the paper's one call
+    (issue 40)."""
+    stated = config.PAPER_VALUES["method.path_extractor"][1]
+    assert "exact match" in stated and "same LLM call that judges correctness" not in stated
+    assert "exact match" in llm_judges.__doc__
 
 
 def test_parse_path_rules():

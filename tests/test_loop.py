@@ -54,7 +54,7 @@ def test_coevokg_rounds_log_every_metric(db, capsys):
     con.close()
 
 
-@pytest.mark.parametrize("method", ["search_r1", "ssp"])
+@pytest.mark.parametrize("method", ["search_r1", "ssp", "ssp_no_search"])
 def test_baselines_run_on_the_same_budget(db, method):
     rows = train(db, run=f"b-{method}", method=method, preset="smoke", steps=1, progress=False, log=None)
     con = store.connect(db, read_only=True)
@@ -62,11 +62,16 @@ def test_baselines_run_on_the_same_budget(db, method):
     n = con.execute("SELECT count(*) FROM trajectories WHERE run = ?", [f"b-{method}"]).fetchone()[0]
     assert n == cfg.chains_per_round * cfg.admit_top_k * cfg.group_size
     n_cand = con.execute("SELECT count(*) FROM candidates WHERE run = ?", [f"b-{method}"]).fetchone()[0]
+    reasons = {r for (r,) in con.execute("SELECT DISTINCT reason FROM candidates WHERE run = ?", [f"b-{method}"]).fetchall()}
     con.close()
     if method == "search_r1":  # no proposer: every slot is a seed question
         assert rows[0]["seed_fallback_rate"] == 1.0 and n_cand == 0
     else:
         assert n_cand == cfg.chains_per_round * cfg.candidates_per_chain
+    if method == "ssp":  # SSP's own checks and RAG check, never Eq. 6's gate (issue 40)
+        from workbench.method.ssp import REASONS
+
+        assert reasons <= set(REASONS) | {"ok"}
 
 
 def test_resume_gives_the_uninterrupted_run(db):

@@ -444,3 +444,31 @@ def test_a_blank_id_cell_is_no_id_and_data_need_not_be_the_first_key(con, tmp_pa
     t = tmp_path / "t.json"
     t.write_text(json.dumps({"Version": 1.0, "Split": "dev", "Data": TRIVIAQA}, indent=2))
     assert detect_format(t) == "triviaqa"
+
+
+# ------------------------------------------------------------------ issue 39: compressed, re-encoded, oversized
+
+def test_qa_files_compressed_or_in_utf16_import_and_limits_are_flags(tmp_path, capsys):
+    import gzip
+
+    db = tmp_path / "cli.duckdb"
+    records = [{"id": i, "question": f"q{i}?", "answers": [f"a{i}"]} for i in range(3)]
+    packed = tmp_path / "nq.jsonl.gz"
+    packed.write_bytes(gzip.compress(jsonl(tmp_path / "nq.jsonl", records).read_bytes()))
+    hotpot = tmp_path / "hotpot.json"
+    hotpot.write_bytes(json.dumps(HOTPOT).encode("utf-16"))
+    assert main(["import", "qa", str(packed), "--name", "nq", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)["questions"] == 3
+    assert main(["import", "qa", str(hotpot), "--name", "hotpot", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "hotpot"
+    for flag in ("--max-line-bytes", "--max-json-bytes"):
+        fresh = tmp_path / "fresh.duckdb"
+        assert main(["import", "qa", str(packed), "--name", "x", "--db", str(fresh), flag, "0"]) == 2
+        assert f"{flag} 0: expected a positive number of bytes" in capsys.readouterr().err
+        assert not fresh.exists()
+    assert main(["import", "qa", str(packed), "--name", "x", "--db", str(db), "--max-line-bytes", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nq.jsonl.gz line 1: a line of 47 bytes, longer than the limit of 20" in err
+    assert main(["import", "qa", str(hotpot), "--name", "h2", "--db", str(db), "--max-json-bytes", "100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hotpot.json: longer than 100 bytes" in err and "--max-json-bytes" in err

@@ -315,10 +315,11 @@ def test_clients_that_vanish_leave_no_traceback(db, capfd):
 
 
 def test_limits_are_checked_and_the_cli_takes_them():
-    with pytest.raises(ValueError, match="max_queries must be a positive integer"):
+    with pytest.raises(ValueError, match="max_queries: expected a positive integer, got 0"):
         Limits(max_queries=0)
-    with pytest.raises(ValueError, match="timeout"):
-        Limits(timeout=0)
+    for bad in (0, float("inf"), float("nan"), -1, 1e308):  # inf was taken, then every request dropped
+        with pytest.raises(ValueError, match="timeout: expected a number of seconds"):
+            Limits(timeout=bad)
     from workbench.cli import build_parser
 
     args = build_parser().parse_args(["serve-retriever", "--max-body", "100", "--max-queries", "2",
@@ -350,3 +351,50 @@ def test_bench_server_refuses_other_hosts_and_reports_goals(tmp_path, capsys):
     assert out["goals"]["all_concurrent_answered"] and out["goals"]["errors"] == 0
     assert out["concurrent"]["20"]["new_connection"]["ok"] == 20 and out["server"]["stderr_lines"] == 0
     assert out["sequential"]["keep_alive"]["p99_ms"] is not None
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--port", "99999"], "--port: expected a TCP port from 0 to 65535"),  # was a traceback after loading the index
+    (["--port", "-1"], "--port"),
+    (["--timeout", "inf"], "--timeout: expected a number of seconds"),  # was taken, then every request dropped
+    (["--timeout", "nan"], "--timeout"),
+    (["--timeout", "0"], "--timeout"),
+    (["--timeout", "1e308"], "--timeout"),
+    (["--max-body", "0"], "--max-body: expected a positive integer"),
+    (["--max-queries", "-3"], "--max-queries"),
+    (["--max-topk", "0"], "--max-topk"),
+    (["--max-results", "0"], "--max-results"),
+    (["--max-response", "0"], "--max-response"),
+    (["--max-connections", "0"], "--max-connections"),
+    (["--max-per-client", "0"], "--max-per-client"),
+    (["--evict-after", "-1"], "--evict-after"),
+    (["--evict-after", "inf"], "--evict-after"),
+    (["--topk", "0"], "--topk: expected a default top-k from 1 to --max-topk"),
+    (["--topk", "20", "--max-topk", "10"], "--topk"),
+    (["--kg-max-triples", "0"], "--kg-max-triples"),
+    (["--cache-bytes", "0"], "--cache-bytes"),
+])
+def test_bad_server_flags_are_one_line_naming_the_flag(db, capsys, monkeypatch, flags, named):
+    from workbench.cli import main
+    from workbench.search import server
+
+    def serving(self, *args):  # a bad flag taken would serve (forever): fail at once instead
+        raise AssertionError(f"serve-retriever {' '.join(flags)} was taken and began serving")
+
+    monkeypatch.setattr(server.RetrievalServer, "serve_forever", serving)
+    assert main(["serve-retriever", "--db", str(db), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err and "expected" in err and "; " in err, err
+
+
+def test_a_port_that_cannot_be_bound_names_host_and_port(db, capsys):
+    from workbench.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve-retriever", "--db", str(db), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--host 127.0.0.1 --port {port}: cannot listen there" in err
+    assert "--port 0 picks one" in err

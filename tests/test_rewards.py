@@ -94,6 +94,13 @@ def test_proposer_registry_values():
         == pytest.approx(0.3075)
 
 
+def test_dr_zeros_formula_is_marked_ours():
+    """No seed (000-004) states (n - k)/(n - 1): seed 002 names Dr. Zero's pass-rate reward without
+    a formula, so the docstring must call the formula ours, not a seed's (issue 40)."""
+    doc = PROPOSER_REWARDS["dr_zero"].__doc__
+    assert "is ours" in doc and "no seed (000-004) states it" in doc and "seed README" not in doc
+
+
 def test_solver_registry_values():
     assert SOLVER_REWARDS["exact_match"](SolverInputs(1, 0.9, 0.2)) == 1.0
     assert SOLVER_REWARDS["coevokg"](SolverInputs(1, 0.5, 0.2)) == pytest.approx(1.1)

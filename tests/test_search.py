@@ -75,7 +75,7 @@ def test_empty_store_is_a_clear_error(tmp_path):
         SearchTool(tmp_path / "empty.duckdb")
     with pytest.raises(FileNotFoundError):
         SearchTool(tmp_path / "missing.duckdb")
-    with pytest.raises(ValueError, match="'bm25' or 'dense'"):
+    with pytest.raises(ValueError, match="index must be one of \['bm25', 'dense', 'hybrid'\]"):
         SearchTool(make_store(":memory:"), index="tfidf")
 
 

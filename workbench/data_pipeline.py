@@ -74,7 +74,8 @@ class Step:
 
     ``run(con, redo)`` does the step's writes (``redo``: replace what an earlier run of it wrote)
     and returns its report; ``adopt(con)`` returns the report of an equal earlier import found in
-    the store (the same file imported by ``workbench import``), else None.
+    the store (the same file imported by ``workbench import``, or for a knowledge source the same
+    content from another file: .gz, other line ends), else None.
     """
 
     name: str
@@ -147,11 +148,22 @@ def qa_files(folder: str | Path, datasets=TABLE1_DATASETS) -> list[tuple[str, st
 
 # ---------------------------------------------------------------- the steps
 
-def _adopt_import(kind_like: str, digest: str, dataset: tuple[str, str] | None = None) -> Callable:
-    """An ``imports`` row of this kind and fingerprint (and, for QA, questions of that dataset split)."""
+def _adopt_import(kind_like: str, digest: str, dataset: tuple[str, str] | None = None,
+                  path: Path | None = None) -> Callable:
+    """An ``imports`` row of this kind and fingerprint (and, for QA, questions of that dataset split);
+    with ``path``, else one of its content (``kg.sources.same_content``: the same source as .gz or with
+    other line ends; looked up once per pipeline)."""
+    found: dict = {}
+
     def adopt(con):
         rows = con.execute("SELECT import_id, file, inserted FROM imports WHERE kind LIKE ? AND fingerprint = ? "
                            "ORDER BY import_id LIMIT 1", [kind_like, digest]).fetchall()
+        if not rows and path is not None:
+            if "content" not in found:
+                found["content"] = sources.same_content(con, kind_like, (path,))
+            if found["content"]:
+                rows = con.execute("SELECT import_id, file, inserted FROM imports WHERE import_id = ?",
+                                   [found["content"][0]]).fetchall()
         if not rows:
             return None
         if dataset and not con.execute("SELECT count(*) FROM questions WHERE dataset = ? AND split = ?",
@@ -171,9 +183,10 @@ def source_steps(kilt: Path, passages: Path, progress: bool) -> list[Step]:
     common = dict(progress=progress, memory_limit=None)
     return [
         Step("kilt", str(kilt), {"fingerprint": kf},
-             lambda con, redo: sources.import_kilt(con, kilt, **common), _adopt_import("kilt", kf)),
+             lambda con, redo: sources.import_kilt(con, kilt, **common), _adopt_import("kilt", kf, path=kilt)),
         Step("wiki18", str(passages), {"fingerprint": pf},
-             lambda con, redo: sources.import_wiki18(con, passages, **common), _adopt_import("wiki18", pf)),
+             lambda con, redo: sources.import_wiki18(con, passages, **common),
+             _adopt_import("wiki18", pf, path=passages)),
     ]
 
 

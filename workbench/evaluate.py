@@ -36,7 +36,7 @@ import numpy as np
 
 from workbench import store
 from workbench.kg import topology_qa
-from workbench.scoring import N_BOOT, hit_at_1, macro_bootstrap_ci, set_f1, summarize
+from workbench.scoring import N_BOOT, answer_list, hit_at_1, macro_bootstrap_ci, set_f1, summarize
 
 _EVAL_ID = re.compile(r"^(?P<backbone>[^/]+)/(?P<method>[^/]+)/(?P<dataset>[^/]+)/(?P<split>[^/#]+)#(?P<n>\d+)$")
 
@@ -243,8 +243,10 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
         policy = Policy.load(model_path, **{**settings, "backend": backend or settings["backend"]})
         search = make_retriever(con, cfg.search, index=index)
         kg = model_kg_tool(model_path, con, policy, cfg.search.url)
+        graph = model_graph_tools(model_path, con)
         start = time.perf_counter()
-        scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size, kg=kg)
+        scored = score_questions(policy, search, questions, cfg.rollout, cfg.search.topk, batch_size, kg=kg,
+                                 graph=graph)
         seconds = time.perf_counter() - start
         with store.transaction(con):
             eval_id = make_eval_id(con, backbone, method, dataset, split)
@@ -285,6 +287,27 @@ def model_kg_tool(model_path: str | Path, con, policy=None, url: str = ""):
     return make_kg_tool(con, settings_config(settings), policy, url)
 
 
+def model_graph_tools(model_path: str | Path, con):
+    """EoG's graph tools a model was trained with (``graph_tools`` in its ``workbench.json``: an EoG
+    run's checkpoint, or EoG's topology warm start), rebuilt over ``con``; None for a model that never
+    had them (it answers with document search and one answer, as before).
+
+    Example:
+        >>> model_graph_tools("no/such/model", None) is None
+        True
+    """
+    info_path = Path(model_path) / "workbench.json"
+    if not info_path.exists():
+        return None
+    settings = json.loads(info_path.read_text()).get("graph_tools")
+    if not settings:
+        return None
+    from workbench.method.loop import make_graph_tools
+    from workbench.search.graph_tools import settings_config
+
+    return make_graph_tools(con, settings_config(settings))
+
+
 def format_searches(scored) -> str:
     """Searches per question by family and tool (document / KG) of a ``score_questions`` frame:
     DynaSearcher's efficiency claim (seed 003), comparable across methods.
@@ -308,8 +331,9 @@ def format_summary(summary) -> str:
 
 def set_scores(con, eval_id: str, n_boot: int = N_BOOT, seed: int = 0):
     """Hit@1 and set F1 (seed 004's metrics; ``scoring.hit_at_1``, ``scoring.set_f1``) of one
-    evaluation, per family and macro, with bootstrap 95% intervals: each prediction against its
-    question's ``answers`` as a SET of answers. Meant for answer-set questions (``tinyworld_topology``,
+    evaluation, per family and macro, with bootstrap 95% intervals: each prediction (its
+    ``;``-separated answers as a ranked list, ``scoring.answer_list``: EoG's solver answers sets)
+    against its question's ``answers`` as a SET of answers. Meant for answer-set questions (``tinyworld_topology``,
     families = patterns); on questions whose answers are one entity's aliases F1 undercounts a hit.
     Columns: group, n, hit1, hit1_low, hit1_high, f1, f1_low, f1_high.
 
@@ -324,8 +348,9 @@ def set_scores(con, eval_id: str, n_boot: int = N_BOOT, seed: int = 0):
         [eval_id]).df()
     if df.empty:
         raise ValueError(f"no evaluation {eval_id!r} with stored questions in the store")
-    df["hit1"] = [hit_at_1(p, list(a)) for p, a in zip(df.prediction, df.answers)]
-    df["f1"] = [set_f1(p, list(a)) for p, a in zip(df.prediction, df.answers)]
+    # a prediction is the ranked list of its ';'-separated answers (EoG's answer sets; one answer is a list of one)
+    df["hit1"] = [hit_at_1(answer_list(p), list(a)) for p, a in zip(df.prediction, df.answers)]
+    df["f1"] = [set_f1(answer_list(p), list(a)) for p, a in zip(df.prediction, df.answers)]
     parts = [summarize(df, metric=m, n_boot=n_boot, seed=seed).rename(
         columns={"mean": m, "low": f"{m}_low", "high": f"{m}_high"}) for m in ("hit1", "f1")]
     return pd.merge(parts[0], parts[1].drop(columns="n"), on="group")

@@ -47,6 +47,7 @@ from plotly.subplots import make_subplots
 
 from workbench import config, paper, paths, reference
 from workbench.evaluate import across_seeds, sign_test_p
+from workbench.kg.benchmarks import SUITE
 from workbench.reference import NAMES, Reference, chains_added
 
 # Table 2's build-up order: runs.method of each variant -> the paper's row label.
@@ -178,7 +179,7 @@ def table_decimals(side: str) -> int:
         >>> table_decimals("reference"), table_decimals("paper")
         (2, 1)
     """
-    return 2 if side == "reference" else 1
+    return 2 if side.startswith("reference") else 1
 
 
 def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Path | None = None,
@@ -293,18 +294,19 @@ _LATEST_TEST_EVALS = """
 
 
 def eval_scores(con) -> pd.DataFrame:
-    """Accuracy (%) per evaluated model and benchmark, latest evaluation of each (model, dataset)."""
+    """Accuracy (%) per evaluated model and benchmark, latest evaluation of each (model, dataset); a
+    dataset is split by question family, but the Table 1 suite's benchmarks (``tw-*``) are whole."""
     cols = ["model", "benchmark", "accuracy", "n"]
     if con is None or not _has(con, "eval_outcomes"):
         return pd.DataFrame(columns=cols)
-    family = ("CASE WHEN q.family IS NULL OR q.family = '' THEN e.dataset ELSE e.dataset || ':' || q.family END"
-              if _has(con, "questions") else "e.dataset")
+    family = ("CASE WHEN q.family IS NULL OR q.family = '' OR e.dataset IN (SELECT unnest($suite)) THEN e.dataset "
+              "ELSE e.dataset || ':' || q.family END" if _has(con, "questions") else "e.dataset")
     join = "LEFT JOIN questions q USING (question_id)" if _has(con, "questions") else ""
     return con.execute(f"""
         WITH {_LATEST_TEST_EVALS}
         SELECT e.model, {family} AS benchmark, 100 * avg(e.em) AS accuracy, count(*) AS n
         FROM labelled e JOIN latest USING (model, dataset, eval_id) {join}
-        GROUP BY ALL ORDER BY model, benchmark""").df()[cols]
+        GROUP BY ALL ORDER BY model, benchmark""", {"suite": list(SUITE)} if "$suite" in family else {}).df()[cols]
 
 
 def _paired(con, model_a: str, model_b: str) -> tuple[int, int]:
@@ -390,7 +392,7 @@ def _cell(column: str, v, decimals: int = 1) -> str:
         return ""
     if isinstance(v, (bool, np.bool_)):
         return "✓" if v else "–"
-    if column == "p":
+    if column == "p" or column.startswith(("p (", "p vs")):  # "p (F1)", "p vs ...": a second test's p
         return f"{v:.4g}"
     if column in ("delta", "gain (Avg.)"):
         return f"{v:+.{decimals}f}"
@@ -427,19 +429,60 @@ def table1_run(con) -> pd.DataFrame:
     """
     scores = eval_scores(con)
     scores = scores[[paper_tier_preset(m.split("/", 1)[0]) is None for m in scores.model]]
+    if not scores.empty:
+        scores = scores[~scores.benchmark.isin(SUITE)]  # the suite's evaluations have their own table
     if scores.empty:
         return pd.DataFrame()
     prefixes = {b.partition(":")[0] + ":" for b in scores.benchmark}
     if len(prefixes) == 1 and scores.benchmark.str.contains(":").all():  # tinyworld:bridge -> bridge
         scores = scores.assign(benchmark=scores.benchmark.str.removeprefix(prefixes.pop()))
-    wide = scores.pivot(index="model", columns="benchmark", values="accuracy")
-    wide["Avg."] = wide.mean(axis=1)  # the macro average, as the paper's Avg.
+    return _with_avg_and_gain(scores.pivot(index="model", columns="benchmark", values="accuracy"))
+
+
+def _with_avg_and_gain(wide: pd.DataFrame) -> pd.DataFrame:
+    """A model x benchmark table with ``Avg.`` (the macro average, as the paper's) and ``gain (Avg.)``
+    over the same backbone's ``base`` row, indexed by backbone and method, rounded as the paper prints."""
+    wide["Avg."] = wide.mean(axis=1)
     wide.index = pd.MultiIndex.from_tuples([tuple(m.split("/", 1)) for m in wide.index], names=["backbone", "method"])
     base_avg = {b: avg for (b, meth), avg in wide["Avg."].items() if meth == "base"}
     if base_avg:
         wide["gain (Avg.)"] = [avg - base_avg[b] if b in base_avg else np.nan for (b, _), avg in wide["Avg."].items()]
     wide.columns.name = None
     return wide.reset_index().round(1)
+
+
+def table1_suite_run(con) -> pd.DataFrame:
+    """Table 1 at the tiny tier from the store: a row per backbone and method evaluated on all six
+    TinyWorld benchmarks (``workbench eval --suite table1``), their EM (%) in the paper's column
+    order, ``Avg.`` (the macro over the six) and ``gain (Avg.)`` over the same backbone's base.
+
+    Example:
+        >>> table1_suite_run(None).empty
+        True
+    """
+    scores = eval_scores(con)
+    scores = scores[scores.benchmark.isin(SUITE)]
+    if scores.empty:
+        return pd.DataFrame()
+    wide = scores.pivot(index="model", columns="benchmark", values="accuracy").dropna()  # all six evaluated
+    if wide.empty:
+        return pd.DataFrame()
+    return _with_avg_and_gain(wide[[b for b in SUITE if b in wide]].copy())
+
+
+def table1_suite_reference(suite_ref: Reference | None) -> pd.DataFrame:
+    """Table 1 at the tiny tier from a reference file with a suite section
+    (``Reference.table1``): EM per benchmark as means over seeds, Avg. with its 95% t interval,
+    the gain over the base and the pooled sign tests.
+
+    Example:
+        >>> table1_suite_reference(None).empty
+        True
+    """
+    if suite_ref is None:
+        return pd.DataFrame()
+    return suite_ref.table1().assign(backbone=suite_ref.preset).pipe(
+        lambda t: t[["backbone", *[c for c in t.columns if c != "backbone"]]])
 
 
 def paper_tier_preset(backbone: str) -> str | None:
@@ -530,8 +573,12 @@ def table1_reference(ref: Reference | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["backbone", "method", "seeds", "Avg.", "95% low", "95% high", "gain (Avg.)"])
 
 
-def table1(con=None, ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
-    """Table 1 (main results): ``({"paper": df, "this run": df, "reference": df}, figure)``, stacked.
+def table1(con=None, ref: Reference | None = None,
+           suite_ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Table 1 (main results): ``({"paper": df, "this run": df, "reference": df, ...}, figure)``,
+    stacked; the tiny tier's Table 1 on the six TinyWorld benchmarks beside them where the store
+    has suite evaluations ("this run: suite") or ``suite_ref`` (a ``tiny_table1_*`` reference
+    file) is given ("reference: suite").
 
     Example:
         >>> tables, fig = table1()
@@ -539,11 +586,16 @@ def table1(con=None, ref: Reference | None = None) -> tuple[dict[str, pd.DataFra
         np.float64(42.1)
     """
     tables = {"paper": table1_paper(), "paper tier": table1_paper_tier(con), "this run": table1_run(con),
-              "reference": table1_reference(ref)}
+              "this run: suite": table1_suite_run(con), "reference": table1_reference(ref),
+              "reference: suite": table1_suite_reference(suite_ref)}
     titles = {"paper tier": "your paper-tier runs (presets paper*): EM per benchmark evaluated, the paper's "
-                            "row on the same benchmarks"}
+                            "row on the same benchmarks",
+              "this run: suite": "your evaluations on the six TinyWorld benchmarks (workbench eval --suite table1)"}
     if ref:
         titles["reference"] = f"{ref.label}: test macro EM, mean over seeds, 95% t interval"
+    if suite_ref:
+        titles["reference: suite"] = (f"Table 1 at the tiny tier, {suite_ref.label}: EM on the six TinyWorld "
+                                      "benchmarks, mean over seeds; Avg. 95% t interval; pooled sign tests")
     return tables, _tables_figure(tables, "Table 1: accuracy (%) per benchmark and macro average", store_runs(con),
                                   ref, titles)
 
@@ -1068,17 +1120,19 @@ def table_caption(name: str, side: str, con=None, ref: Reference | None = None) 
     """
     if side == "paper":
         return f"{name} — the paper's numbers (seed 000, transcribed in data/paper/ with provenance)"
-    if side == "reference" and ref is not None:
+    if side.startswith("reference") and ref is not None:
         return f"{name} — {ref.label}, mean over seeds with a 95% t interval; {ref.describe()}"
     return f"{name} — {describe_runs(store_runs(con)).replace('<br>', '; ')}"
 
 
 # build_all's file suffix of each table side
-_SUFFIX = {"paper": "paper", "paper tier": "paper_tier", "this run": "run", "reference": "reference"}
+_SUFFIX = {"paper": "paper", "paper tier": "paper_tier", "this run": "run", "reference": "reference",
+           "this run: suite": "run_suite", "reference: suite": "reference_suite"}
 
 
 def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: str | Path | None = None,
-              with_reference: bool = True, reference_file: str = reference.DEFAULT) -> list[Path]:
+              with_reference: bool = True, reference_file: str = reference.DEFAULT,
+              table1_file: str | None = None) -> list[Path]:
     """Build every paper table and figure and the gate's verdicts: the paper vs the runs in ``db``
     vs the shipped reference runs (``reference.load(reference_file)``); save them and return the paths.
 
@@ -1090,6 +1144,7 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     """
     db = db if db is not None else paths.default_db()
     ref = reference.load(reference_file) if with_reference and not paper_only else None  # a bad name: before the store
+    suite_ref = reference.load_table1(table1_file) if with_reference and not paper_only else None
     con = None if paper_only else open_store(db)
     if not paper_only:
         print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers"
@@ -1097,11 +1152,12 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     written: list[Path] = []
     try:
         for name, builder in (("table1_main_results", table1), ("table2_buildup", table2)):
-            tables, fig = builder(con, ref=ref)
+            tables, fig = builder(con, ref=ref) if builder is table2 else builder(con, ref=ref, suite_ref=suite_ref)
             for side, df in tables.items():
                 if not df.empty:
-                    written += save_table(df, f"{name}_{_SUFFIX[side]}", table_caption(name, side, con, ref), out_dir,
-                                          table_decimals(side))
+                    shown = suite_ref if side == "reference: suite" else ref
+                    written += save_table(df, f"{name}_{_SUFFIX[side]}", table_caption(name, side, con, shown),
+                                          out_dir, table_decimals(side))
             written += save_fig(fig, name, out_dir)
         written += save_fig(figure3(con, ref), "figure3_training_dynamics", out_dir)
         written += save_fig(figure4(con, ref), "figure4_generated_vs_seed", out_dir)
@@ -1194,6 +1250,187 @@ def topology_curriculum(con=None, runs: list[str] | None = None, ref: Reference 
     fig = _layout(fig, "Topology curriculum: synthesis success per topology (EoG, Fig. 7 analogue)", shown,
                   height=480, note=note, ref=ref)
     return legend_below(fig, panels_px=320, y=-0.2)
+
+
+# Seed 002's tables: which workbench row (a reference file's method, or the base) stands beside
+# which printed row. Table 7's ratios and Table 15's Dr. Zero have none; Tables 9 and 15 are built
+# from the Dr. Free runs themselves (its iterations, its seeds).
+DRFREE_ROWS = {
+    1: {"SFT": "base", "R1-Instruct": "search_r1"},
+    2: {"Dr. Free": "drfree", "Difficulty Only": "drfree_difficulty", "IG + Difficulty": "drfree_ig_difficulty",
+        "w/o KG": "drfree_wo_kg", "w/o Proposer Training": "drfree_no_proposer_training"},
+    3: {"Dr. Free (full B)": "drfree", "w/o one-shot": "drfree_wo_one_shot", "w/o closed-book": "drfree_wo_closed_book",
+        "w/o per-hop": "drfree_wo_per_hop", "w/o source-only": "drfree_wo_source_only"},
+}
+
+
+def drfree_table_reference(number: int, ref: Reference | None) -> pd.DataFrame:
+    """The reference runs' rows beside seed 002's Table ``number``: test macro EM (%) over seeds
+    with a 95% t interval and the Welch test against Dr. Free (Tables 1-3, :data:`DRFREE_ROWS`;
+    the base is one evaluation); Table 9: per iteration the validation EM (%) of the run's kept
+    checkpoint (its best so far, ``iterations/iter-K``) over seeds; Table 15: each seed's Dr. Free
+    run, then their mean and sample sd. Empty where the file holds no such runs.
+
+    Example:
+        >>> drfree_table_reference(7, reference.load("tiny_drfree_20rounds.json")).empty
+        True
+    """
+    if ref is None:
+        return pd.DataFrame()
+    scores = ref.scores()
+    if number == 15:
+        if "drfree" not in scores:
+            return pd.DataFrame()
+        ev = ref.evaluations[ref.evaluations.method == "drfree"].sort_values("seed")
+        rows = [{"row": f"Dr. Free (seed {s})", "test EM": em} for s, em in zip(ev.seed, ev.test_macro_em)]
+        rows.append({"row": "Dr. Free (mean ± sd)", "test EM": ev.test_macro_em.mean(),
+                     "sd": ev.test_macro_em.std(ddof=1)})
+        return pd.DataFrame(rows)
+    if number == 9:
+        if "drfree" not in scores or "iteration" not in ref.metrics:
+            return pd.DataFrame()
+        m = ref.of("drfree").dropna(subset=["iteration"])
+        rows = []
+        for k in sorted(m.iteration.unique()):
+            best = 100 * m[m.iteration <= k].groupby("seed").val_em.max()
+            rows.append({"row": f"Dr. Free Iter {int(k)}", "seeds": len(best), "val EM (kept checkpoint)": best.mean(),
+                         "seeds' low": best.min(), "seeds' high": best.max()})
+        return pd.DataFrame(rows)
+    table = ref.test_em(reference="drfree" if "drfree" in scores else None)
+    rows = []
+    for label, method in DRFREE_ROWS.get(number, {}).items():
+        if method == "base" and ref.base_test_em is not None:
+            rows.append({"paper row": label, "workbench row": "base (the warm start, SFT)", "seeds": 1,
+                         "test EM": ref.base_test_em})
+        elif method in table.index:
+            r = table.loc[method]
+            rows.append({"paper row": label, "workbench row": method, "seeds": int(r.n), "test EM": r["mean"],
+                         "95% low": r.low, "95% high": r.high,
+                         **({"Δ vs Dr. Free": r.get("diff"), "Welch p": r.get("p")} if method != "drfree" else {})})
+    return pd.DataFrame(rows)
+
+
+def drfree_table(number: int, ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Seed 002's Table ``number`` (1, 2, 3, 7, 9 or 15) as printed (EM in %, ``paper.drfree_table_wide``)
+    above the reference runs' matching rows (:func:`drfree_table_reference`), as notebook 07 shows
+    CoEvoKG's tables.
+
+    Example:
+        >>> tables, _ = drfree_table(3)
+        >>> tables["paper"]["Avg."].tolist()[:2]
+        [37.5, 36.0]
+    """
+    wide = (100 * paper.drfree_table_wide(number)).round(2).reset_index()
+    tables = {"paper": wide, "reference": drfree_table_reference(number, ref)}
+    what = {9: "validation EM (%) of each iteration's kept checkpoint, over seeds",
+            15: "test macro EM (%) per seed, mean and sample sd"}.get(number, "mean test macro EM (%) over seeds, "
+                                                                      "95% t interval; Welch p vs Dr. Free")
+    titles = {"paper": f"the paper (seed 002, Table {number}; EM %, Qwen2.5 backbones, seven benchmarks)",
+              **({"reference": f"{ref.label}: {what}"} if ref is not None else {})}
+    return tables, _tables_figure(tables, f"Dr. Free, Table {number}", store_runs(None), ref, titles)
+
+
+# --------------------------------------------- EoG's and DynaSearcher's paper numbers beside the reference
+
+# The reference rows that stand for seed 004's Table 3 variants, in its order (paper.eog_table3's
+# workbench_row: the topology warm start for the untrained ReAct start), then the full method and the
+# comparison row the paper's table does not have.
+EOG_ROWS = {"base_topology": "topology warm start (untrained)", "eog_wo_solver_update": "w/o Solver update",
+            "eog_wo_proposer_update": "w/o Proposer update", "eog_random_walk": "w/o query exec. (Random Walk)",
+            "eog_adversarial": "Adversarial reward", "eog": "EoG", "coevokg": "CoEvoKG (not in the paper's table)"}
+DYNASEARCHER_ROWS = {"dynasearcher": "DynaSearcher", "dynasearcher_wo_kg": "w/o KG", "dynasearcher_wo_mr": "w/o MR",
+                     "search_r1": "Search-R1", "coevokg": "CoEvoKG"}
+
+
+def eog_table3_paper() -> pd.DataFrame:
+    """Seed 004's Table 3 as printed: one row per variant, Hit@1 and F1 per benchmark (%).
+
+    Example:
+        >>> eog_table3_paper().set_index("variant").loc["ReAct (untrained)"].tolist()[:2]
+        [34.82, 28.42]
+    """
+    t = paper.eog_table3()
+    wide = t.pivot(index="variant", columns="benchmark", values=["hit1", "f1"])
+    order = list(dict.fromkeys(t.variant))
+    columns = {f"{b} {name}": wide[(m, b)] for b in dict.fromkeys(t.benchmark)
+               for m, name in (("hit1", "Hit@1"), ("f1", "F1"))}
+    return pd.DataFrame(columns).reindex(order).rename_axis("variant").reset_index()
+
+
+def _over_seeds(ref: Reference, reference: str, metrics: tuple[tuple[str, str], ...], rows: dict[str, str],
+                base: dict[str, tuple] | None = None) -> pd.DataFrame:
+    """The reference's rows in ``rows``' order: seeds, then per (metric, name) the mean over seeds with
+    its 95% t interval and the Welch p against ``reference`` (``Reference.test_em``); ``base`` adds
+    single evaluations (a warm start: no seeds, no test) by row key -> one value per metric."""
+    stats = {m: ref.test_em(reference=reference, metric=m) for m, _ in metrics}
+    out = []
+    for key, label in rows.items():
+        if base and key in base:
+            out.append({"row": label, "seeds": None,
+                        **{k: v for (m, name), value in zip(metrics, base[key])
+                           for k, v in ((name, value), (f"{name} 95% low", None), (f"{name} 95% high", None),
+                                        (f"p ({name})", None))}})
+        elif key in stats[metrics[0][0]].index:
+            row = {"row": label, "seeds": int(stats[metrics[0][0]].loc[key, "n"])}
+            for m, name in metrics:
+                r = stats[m].loc[key]
+                row.update({name: r["mean"], f"{name} 95% low": r.low, f"{name} 95% high": r.high,
+                            f"p ({name})": None if key == reference else r.get("p")})
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def eog_table3(ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Seed 004's Table 3 beside a reference file's EoG rows: the paper's ablation (Hit@1 and F1 on
+    WebQSP, CWQ and GrailQA, Qwen-2.5-7B-Instruct on Freebase; its full EoG row is not in the seed
+    text), and the reference's (macro Hit@1 and set F1 on TinyWorld's held-out answer-set questions,
+    mean over seeds with a 95% t interval and the Welch p against EoG; EoG's topology warm start, one
+    evaluation, in the row of the paper's untrained ReAct start). The two are not on one scale: a
+    7B model on Freebase benchmarks against a 5M one on TinyWorld; read the rows' order, not the values.
+
+    Example:
+        >>> tables, _ = eog_table3(reference.load("tiny_eog_20rounds.json"))
+        >>> tables["reference"].row.tolist()[:2], round(float(tables["reference"].loc[5, "Hit@1"]), 2)
+        (['topology warm start (untrained)', 'w/o Solver update'], 11.72)
+    """
+    tables = {"paper": eog_table3_paper()}
+    titles = {"paper": "the paper (seed 004, Table 3): Hit@1 / F1 %, Qwen-2.5-7B-Instruct on Freebase; "
+                       "no full-EoG row in the text"}
+    if ref is not None:
+        base = {"base_topology": (ref.provenance.get("base_topology_test_macro_em"),
+                                  ref.provenance.get("base_topology_test_macro_set_f1"))}
+        tables["reference"] = _over_seeds(ref, "eog", (("test_macro_em", "Hit@1"), ("test_macro_set_f1", "set F1")),
+                                          EOG_ROWS, base)
+        titles["reference"] = (f"{ref.label}: macro Hit@1 / set F1 % on TinyWorld's answer-set questions; "
+                               "95% t interval, Welch p vs EoG")
+    return tables, _tables_figure(tables, "EoG's ablation (seed 004, Table 3) beside the reference runs", None, ref,
+                                  titles)
+
+
+def dynasearcher_table(ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], go.Figure]:
+    """Seed 003's reported numbers beside a reference file's DynaSearcher rows: the summary's key
+    results (HotpotQA and 2WikiMultiHopQA F1 against baselines it mostly leaves unnamed, and its two
+    ablation rows, which do not say which is w/o KG and which w/o MR; ``paper.dynasearcher_results``),
+    and the reference's test macro EM and token F1 (mean over seeds, 95% t interval, Welch p against
+    DynaSearcher) with searches per test question by tool.
+
+    Example:
+        >>> tables, _ = dynasearcher_table(reference.load("tiny_dynasearcher_20rounds.json"))
+        >>> tables["reference"].row.tolist()
+        ['DynaSearcher', 'w/o KG', 'w/o MR', 'Search-R1', 'CoEvoKG']
+    """
+    tables = {"paper": paper.dynasearcher_results().drop(columns="provenance")}
+    titles = {"paper": "the paper (seed 003's summary): F1 %, Qwen2.5-7B; a baseline named only where the summary names it"}
+    if ref is not None:
+        table = _over_seeds(ref, "dynasearcher", (("test_macro_em", "EM"), ("test_macro_f1", "F1")), DYNASEARCHER_ROWS)
+        if {"searches_doc", "searches_kg"} <= set(ref.evaluations):
+            searches = ref.evaluations.groupby("method")[["searches_doc", "searches_kg"]].mean()
+            keys = [k for k in DYNASEARCHER_ROWS if k in searches.index]
+            table["doc searches / q"] = searches.loc[keys, "searches_doc"].to_numpy()
+            table["KG searches / q"] = searches.loc[keys, "searches_kg"].to_numpy()
+        tables["reference"] = table
+        titles["reference"] = f"{ref.label}: macro EM / token F1 % on TinyWorld; 95% t interval, Welch p vs DynaSearcher"
+    return tables, _tables_figure(tables, "DynaSearcher (seed 003) beside the reference runs", None, ref, titles)
 
 
 def shortcut_audit(shares: pd.DataFrame | None = None, paper_rows: bool = True, source: str = "your runs") -> go.Figure:

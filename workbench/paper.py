@@ -90,6 +90,45 @@ def figure4() -> pd.DataFrame:
     return _read("figure4_diagnostics.csv")
 
 
+EOG_BENCHMARKS = ("WebQSP", "CWQ", "GrailQA", "GTSQA", "WikiWebQuestions")  # seed 004, Table 2's columns
+
+
+def eog_table2() -> pd.DataFrame:
+    """Seed 004 (EoG), Table 2, as its text holds it: the full-supervised KG-R1 rows only (the
+    annotation-free rows, EoG's among them, are not in the seed text), per training set and evaluated
+    benchmark (a "–" cell has no row) and ``Avg.``: hit1, f1 (%), provenance.
+
+    Example:
+        >>> eog_table2().query("train_set == 'CWQ' and benchmark == 'Avg.'")[["hit1", "f1"]].values.tolist()
+        [[68.85, 62.67]]
+    """
+    return _read("eog_table2_main_results.csv")
+
+
+def eog_table3() -> pd.DataFrame:
+    """Seed 004 (EoG), Table 3, the ablation on Freebase with Qwen-2.5-7B-Instruct: variant, the
+    workbench row that stands for it (``workbench_row``: a ``--method`` or ``base_topology``, the
+    untrained start), benchmark, hit1, f1 (%), provenance. The full EoG row is not in the seed text.
+
+    Example:
+        >>> eog_table3().query("variant == 'Adversarial reward' and benchmark == 'CWQ'").hit1.item()
+        42.59
+    """
+    return _read("eog_table3_ablation.csv")
+
+
+def dynasearcher_results() -> pd.DataFrame:
+    """Seed 003 (DynaSearcher)'s reported numbers, from its summary: the "Key Results" rows
+    (``group`` main or ablation: benchmark, metric, baseline value, DynaSearcher's, delta; a baseline
+    named only where the summary names it) and its highlights (``group`` highlight).
+
+    Example:
+        >>> dynasearcher_results().query("group == 'ablation'").baseline_value.tolist()
+        [61.8, 63.5]
+    """
+    return _read("dynasearcher_key_results.csv")
+
+
 def round1(x: float | Decimal) -> float:
     """Round half up to one decimal, as the paper's tables print (not Python's banker's rounding).
 
@@ -110,3 +149,47 @@ def drfree_table5() -> pd.DataFrame:
         0.05
     """
     return _read("drfree_table5_shortcut_audit.csv")
+
+
+# Seed 002 (Dr. Free): its EM tables over seven benchmarks, one CSV each (data/paper/README.md)
+DRFREE_BENCHMARKS = ("NQ", "TriviaQA", "PopQA", "HotpotQA", "2Wiki", "MuSiQue", "Bamboogle")
+DRFREE_TABLES = {1: "drfree_table1_baselines.csv", 2: "drfree_table2_ablation.csv",
+                 3: "drfree_table3_shortcut_loo.csv", 7: "drfree_table7_hop_ratio.csv",
+                 9: "drfree_table9_iterations.csv", 15: "drfree_table15_runs.csv"}
+
+
+def drfree_table(number: int) -> pd.DataFrame:
+    """Seed 002's Table ``number`` (1, 2, 3, 7, 9 or 15) in long form: backbone, row, benchmark
+    (the seven of :data:`DRFREE_BENCHMARKS` and ``Avg.``), em (a fraction, as printed), std (Table
+    15's mean row only), provenance.
+
+    Example:
+        >>> drfree_table(2).query("row == 'w/o KG' and benchmark == 'Avg.'")["em"].item()
+        0.335
+    """
+    if number not in DRFREE_TABLES:
+        raise ValueError(f"Dr. Free table {number!r}: transcribed are {sorted(DRFREE_TABLES)}")
+    return _read(DRFREE_TABLES[number])
+
+
+def drfree_table_wide(number: int) -> pd.DataFrame:
+    """:func:`drfree_table` as printed: one row per (backbone, row), one column per benchmark.
+
+    Example:
+        >>> list(drfree_table_wide(3).index.get_level_values("row"))[:2]
+        ['Dr. Free (full B)', 'w/o one-shot']
+    """
+    t = drfree_table(number)
+    wide = t.pivot_table(index=["backbone", "row"], columns="benchmark", values="em", sort=False)
+    return wide[[*DRFREE_BENCHMARKS, "Avg."]]
+
+
+def drfree_table14() -> pd.DataFrame:
+    """Seed 002, Table 14: train-test overlap over 51,713 evaluation questions per training source
+    (similar Q-A pairs: question Jaccard >= 0.6 and a shared normalised answer alias; exact questions).
+
+    Example:
+        >>> drfree_table14().set_index("training_source").loc["Search-R1", "similar_pairs"].item()
+        1108
+    """
+    return _read("drfree_table14_overlap.csv")

@@ -195,7 +195,7 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
         "gradients+adam": trainable * (4 + 8 + (4 if lora else 0)),  # LoRA adapters keep fp32 masters
         "activations (checkpointed)": kept + block + logits,
         "dense index (search.device)": passages * a.encoder_dim * 2
-        if cfg.search.index == "dense" and not cfg.search.url and cfg.search.device != "cpu" else 0,
+        if cfg.search.index in ("dense", "hybrid") and not cfg.search.url and cfg.search.device != "cpu" else 0,
     }
     needed, held = kv_cache(cfg, shape, gpus, a)
     vllm = _vllm(r)
@@ -449,7 +449,7 @@ def check_inputs(cfg, db: str | Path, model: str | None = None, datasets=TABLE1_
     checks = [_model_check("model", model or cfg.backbone.model)]
     if cfg.search.url:
         checks.append(_server_check(cfg.search.url))
-    elif cfg.search.index == "dense":
+    elif cfg.search.index in ("dense", "hybrid"):
         checks.append(_model_check("dense encoder", cfg.search.dense_model))
     return checks + _store_checks(Path(db), cfg, datasets)
 

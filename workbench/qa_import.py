@@ -8,7 +8,11 @@ Formats (detected from the extension and the first record or header line, or nam
   ``supporting_facts``, ``context``); ``type`` (bridge / comparison) becomes the family; hops 2. It
   reads 2WikiMultihopQA's JSON too (the same fields plus ``evidences``; ``type`` comparison /
   inference / compositional / bridge_comparison), hops the number of ``evidences`` triples (4 for
-  bridge_comparison, 2 for the others).
+  bridge_comparison, 2 for the others). The gold supporting documents (the titles of
+  ``supporting_facts``, in order of first mention; 2Wiki's ``evidences`` are triples over entity
+  names, not documents) become the question's ``chain``: each title resolved to the store's entity
+  of that exact title, where the store has one (import the knowledge source first); the report
+  counts ``support_titles`` and ``support_resolved``. DynaSearcher's r_recall reads them.
 * ``triviaqa``: TriviaQA's original JSON (rc or unfiltered: ``{"Data": [{"Question", "QuestionId",
   "Answer": {"Value", "Aliases", ...}}], "Split": ...}``); answers are ``Value`` then ``Aliases``,
   duplicates dropped; the file's ``Split`` is the records' split.
@@ -19,7 +23,8 @@ Formats (detected from the extension and the first record or header line, or nam
 
 Rows: ``dataset`` = the given name; ``split`` = the argument, else the record's own (Search-R1
 ``extra_info.split``, a ``split`` field), else 'test'; ``family`` from the data or NULL;
-``answers`` the gold strings; ``chain`` empty (human QA has no gold entity chain); ``source``
+``answers`` the gold strings; ``chain`` empty (human QA has no gold entity chain), except the
+gold supporting documents of HotpotQA / 2Wiki records (above); ``source``
 the record's ``data_source`` or the file name. Every record is validated before anything is
 written; a malformed one raises ValueError naming the file and the record (line, row or index,
 and id where there is one), and the store is unchanged; with ``skip_bad`` it is recorded in
@@ -58,7 +63,8 @@ import numpy as np
 import pyarrow as pa
 
 from workbench import store
-from workbench.kg.sources import check_input, fingerprint, json_value, record_import, strip_bom
+from workbench.kg.input_files import COMPRESSED, MAX_JSON_BYTES, MAX_LINE_BYTES, Lines, Oversized, read_document
+from workbench.kg.sources import TRUNCATED, check_input, fingerprint, json_value, record_import
 
 FORMATS = ("auto", "parquet", "kilt", "hotpot", "triviaqa", "popqa", "bamboogle", "jsonl")
 DEFAULT_SPLIT = "test"
@@ -76,6 +82,7 @@ class QARecord:
     family: str | None = None
     hops: int | None = None
     source: str | None = None
+    support: tuple[str, ...] = ()  # titles of the gold supporting documents (HotpotQA, 2Wiki), in order
 
 
 def _answers(value, what: str) -> list[str]:
@@ -126,23 +133,26 @@ class _Unreadable:
         self.why = why
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, object]]:
+def _jsonl(path: Path, max_line_bytes: int) -> Iterator[tuple[int, object]]:
     """(line number, the line's JSON value or an ``_Unreadable``) for every non-blank line."""
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if lineno == 1:
-                raw = strip_bom(raw)
-            if not raw.strip():
+    with Lines(path, max_line_bytes) as lines:
+        for lineno, raw in lines:
+            if isinstance(raw, Oversized):
+                yield lineno, _Unreadable(str(raw))
                 continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                yield lineno, _Unreadable(f"expected UTF-8 text ({err.reason} at byte {err.start} of the line)")
+                yield lineno, _Unreadable(f"expected UTF-8 text ({err.reason} at byte {err.start} of the line): "
+                                          f"{TO_UTF8}")
                 continue
             try:
                 yield lineno, json_value(text)
             except ValueError as err:
-                yield lineno, _Unreadable(f"expected a JSON object: {err}")
+                yield lineno, _Unreadable(f"expected a JSON object: {err}" + ("" if lines.ended else TRUNCATED))
+
+
+TO_UTF8 = "convert the file to UTF-8 (a Latin-1 file: iconv -f LATIN1 -t UTF-8)"
 
 
 def _plain(obj: dict) -> QARecord:
@@ -164,7 +174,8 @@ def _kilt(obj: dict) -> QARecord:
 
 
 def _hotpot(obj: dict) -> QARecord:
-    """HotpotQA object; ``supporting_facts`` and ``context`` must be lists (not imported). Hops: the
+    """HotpotQA object; ``supporting_facts`` and ``context`` must be lists (``context`` is not
+    imported; ``supporting_facts``' titles are the record's gold supporting documents). Hops: the
     number of 2WikiMultihopQA's ``evidences`` triples where the record has them (a bridge_comparison
     question has 4: two bridge facts and the two compared; the other types 2), else 2 (HotpotQA's
     questions are two-hop by construction)."""
@@ -175,8 +186,12 @@ def _hotpot(obj: dict) -> QARecord:
     if evidences is not None and not (isinstance(evidences, list) and all(
             isinstance(e, list) and len(e) == 3 for e in evidences)):
         raise ValueError("expected field 'evidences' (a list of [subject, relation, object] triples)")
+    facts = obj["supporting_facts"]
+    if not all(isinstance(f, list) and f and isinstance(f[0], str) and f[0].strip() for f in facts):
+        raise ValueError("expected field 'supporting_facts' (a list of [title, sentence index] pairs)")
     return QARecord(_text(obj.get("question"), "field 'question'"), _answers(obj.get("answer"), "field 'answer'"),
-                    family=_label(obj.get("type"), "field 'type'"), hops=len(evidences) if evidences else 2)
+                    family=_label(obj.get("type"), "field 'type'"), hops=len(evidences) if evidences else 2,
+                    support=tuple(dict.fromkeys(f[0].strip() for f in facts)))
 
 
 def _triviaqa(obj: dict, split: str | None = None) -> QARecord:
@@ -239,35 +254,35 @@ def _parquet_row(row: dict) -> QARecord:
                     source=_label(row.get("data_source"), "column 'data_source'"))
 
 
-def _json_file(path: Path, expected: str):
-    """The whole file's JSON value; errors name the file (and the line of bytes that are not UTF-8)
-    and say what was ``expected``."""
-    data = path.read_bytes()
-    data = strip_bom(data)
+def _json_file(path: Path, expected: str, max_bytes: int):
+    """The whole file's JSON value (decompressed, decoded; at most ``max_bytes``); errors name the
+    file (and the line of bytes that are not UTF-8) and say what was ``expected``."""
+    data = read_document(path, max_bytes)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise ValueError(f"{path} line {line}: expected UTF-8 text ({err.reason})") from None
+        raise ValueError(f"{path} line {line}: expected UTF-8 text ({err.reason}): {TO_UTF8}") from None
     try:
         return json_value(text)
     except ValueError as err:
-        raise ValueError(f"{path}: expected {expected}: {err}") from None
+        raise ValueError(f"{path}: expected {expected}: {err}; is the file whole? (download or copy it "
+                         "again)") from None
 
 
-def _hotpot_list(path: Path) -> list:
+def _hotpot_list(path: Path, max_bytes: int) -> list:
     """The HotpotQA (or 2WikiMultihopQA) file's JSON list."""
     expected = "a JSON list of HotpotQA objects"
-    value = _json_file(path, expected)
+    value = _json_file(path, expected, max_bytes)
     if not isinstance(value, list):
         raise ValueError(f"{path}: expected {expected}")
     return value
 
 
-def _triviaqa_data(path: Path) -> tuple[list, str | None]:
+def _triviaqa_data(path: Path, max_bytes: int) -> tuple[list, str | None]:
     """The TriviaQA file's ``Data`` list and its ``Split``."""
     expected = "a TriviaQA JSON object with 'Data' (a list of questions)"
-    value = _json_file(path, expected)
+    value = _json_file(path, expected, max_bytes)
     if not isinstance(value, dict) or not isinstance(value.get("Data"), list):
         raise ValueError(f"{path}: expected {expected}")
     try:
@@ -285,15 +300,25 @@ def _header(first: str) -> tuple[str, str, list[str]]:
     return delimiter, kind, next(csv.reader([first], delimiter=delimiter), [])
 
 
-def _table(path: Path, required: tuple[str, ...], what: str) -> Iterator[tuple[int, object]]:
+def _table(path: Path, required: tuple[str, ...], what: str, max_line_bytes: int) -> Iterator[tuple[int, object]]:
     """(line number, the row as {header column: cell} or an ``_Unreadable``) for every non-blank row
-    of a tab- or comma-separated file (tabs when the header line has one) whose header has ``required``."""
-    with open(path, "rb") as f:
-        lines = ((strip_bom(raw) if i == 0 else raw).decode("utf-8", "surrogateescape") for i, raw in enumerate(f))
-        delimiter, kind, header = _header(next(lines, ""))
+    of a tab- or comma-separated file (tabs when the header line has one) whose header has ``required``.
+    An oversized line reaches the csv reader empty; the row it is part of is told as unreadable."""
+    oversized: dict[int, Oversized] = {}
+    with Lines(path, max_line_bytes, skip_blank=False) as lines:
+        def texts():
+            for lineno, raw in lines:
+                if isinstance(raw, Oversized):
+                    oversized[lineno], raw = raw, b""
+                yield raw.decode("utf-8", "surrogateescape") + "\n"
+
+        source = texts()
+        delimiter, kind, header = _header(next(source, "").rstrip("\n"))
+        if 1 in oversized:
+            raise ValueError(f"{path} line 1: {oversized[1]}")
         if any(c not in header for c in required):
             raise ValueError(f"{path} line 1: expected a {what} header with columns {list(required)}, got {header}")
-        rows = csv.reader(lines, delimiter=delimiter)
+        rows = csv.reader(source, delimiter=delimiter)
         end = 1  # the last line read
         while True:
             try:
@@ -305,10 +330,13 @@ def _table(path: Path, required: tuple[str, ...], what: str) -> Iterator[tuple[i
                 end = rows.line_num + 1
                 continue
             start, end = end + 1, rows.line_num + 1
-            if not any(cell.strip() for cell in row):
+            too_long = next((oversized[n] for n in range(start, end + 1) if n in oversized), None)
+            if too_long is not None:
+                yield start, _Unreadable(str(too_long))
+            elif not any(cell.strip() for cell in row):
                 continue
-            if _NOT_UTF8.search("".join(row)):
-                yield start, _Unreadable("expected UTF-8 text")
+            elif _NOT_UTF8.search("".join(row)):
+                yield start, _Unreadable(f"expected UTF-8 text: {TO_UTF8}")
             elif len(row) != len(header):
                 yield start, _Unreadable(f"expected {len(header)} {kind}-separated columns (the header's), "
                                          f"got {len(row)}")
@@ -316,7 +344,8 @@ def _table(path: Path, required: tuple[str, ...], what: str) -> Iterator[tuple[i
                 yield start, dict(zip(header, row))
 
 
-def _records(path: Path, fmt: str) -> Iterator[tuple[str, int, object, callable]]:
+def _records(path: Path, fmt: str, max_line_bytes: int = MAX_LINE_BYTES, max_json_bytes: int = MAX_JSON_BYTES
+             ) -> Iterator[tuple[str, int, object, callable]]:
     """(what a record is called, its number, the raw record, its parser) for every record of
     ``path`` in format ``fmt``: ('line', 3, {...}, _plain)."""
     if fmt == "parquet":
@@ -325,14 +354,15 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[str, int, object, callable]
         try:
             table = pq.read_table(path)
         except (pa.ArrowInvalid, OSError) as err:
-            raise ValueError(f"{path}: expected a parquet file ({err})") from None
+            raise ValueError(f"{path}: expected a parquet file ({err}); is the file whole? (download or copy it "
+                             "again)") from None
         for i, row in enumerate(table.to_pylist()):
             yield "row", i, row, _parquet_row
     elif fmt == "hotpot":
-        for i, obj in enumerate(_hotpot_list(path)):
+        for i, obj in enumerate(_hotpot_list(path, max_json_bytes)):
             yield "index", i, obj, _hotpot
     elif fmt == "triviaqa":
-        data, split = _triviaqa_data(path)
+        data, split = _triviaqa_data(path, max_json_bytes)
 
         def parse(obj: dict) -> QARecord:
             return _triviaqa(obj, split)
@@ -340,14 +370,14 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[str, int, object, callable]
         for i, obj in enumerate(data):
             yield "index", i, obj, parse
     elif fmt == "popqa":
-        for lineno, row in _table(path, POPQA_COLUMNS, "PopQA"):
+        for lineno, row in _table(path, POPQA_COLUMNS, "PopQA", max_line_bytes):
             yield "line", lineno, row, _popqa
     elif fmt == "bamboogle":
-        for lineno, row in _table(path, BAMBOOGLE_COLUMNS, "Bamboogle"):
+        for lineno, row in _table(path, BAMBOOGLE_COLUMNS, "Bamboogle", max_line_bytes):
             yield "line", lineno, row, _bamboogle
     else:
         parse = _kilt if fmt == "kilt" else _plain
-        for lineno, obj in _jsonl(path):
+        for lineno, obj in _jsonl(path, max_line_bytes):
             yield "line", lineno, obj, parse
 
 
@@ -361,13 +391,16 @@ def detect_format(path: str | Path) -> str:
         'parquet'
     """
     path = Path(path)
-    if path.suffix == ".parquet":
+    if (path.with_suffix("") if path.suffix in COMPRESSED else path).suffix == ".parquet":
         return "parquet"
-    with open(path, "rb") as f:
-        raw = f.read(1 << 16)
+    start = []
+    with Lines(path, skip_blank=False) as lines:  # the first 64 KiB of lines (a read's fault names its line)
+        for _, line in lines:
+            start.append(b"" if isinstance(line, Oversized) else line)
+            if sum(map(len, start)) >= 1 << 16:
+                break
     # detection only: undecodable bytes are reported, with their line, when the records are read
-    head = strip_bom(raw)
-    head = head.decode("utf-8", errors="replace").lstrip()
+    head = b"\n".join(start).decode("utf-8", errors="replace").lstrip()
     if head.startswith("["):
         return "hotpot"
     first = head.split("\n", 1)[0]
@@ -391,12 +424,15 @@ def detect_format(path: str | Path) -> str:
 
 
 def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split: str | None = None,
-              fmt: str = "auto", replace: bool = False, append: bool = False, skip_bad: bool = False) -> dict:
+              fmt: str = "auto", replace: bool = False, append: bool = False, skip_bad: bool = False,
+              max_line_bytes: int = MAX_LINE_BYTES, max_json_bytes: int = MAX_JSON_BYTES) -> dict:
     """Import a QA file as dataset ``name`` into ``questions`` (all or nothing).
 
     Refuses (ValueError) when ``name`` already has questions in an imported split, unless
     ``replace`` deletes those first or ``append`` adds to them. A malformed record raises
-    ValueError naming file and record, or with ``skip_bad`` is recorded in ``skipped_lines``.
+    ValueError naming file and record, or with ``skip_bad`` is recorded in ``skipped_lines``. A line
+    longer than ``max_line_bytes`` is a malformed record; a whole-file JSON longer than
+    ``max_json_bytes`` (:data:`MAX_JSON_BYTES`, ours) is refused before it is parsed.
 
     Example:
         >>> import_qa(store.connect(":memory:"), "hotpot_dev_distractor_v1.json", "hotpotqa", "dev")  # doctest: +SKIP
@@ -412,7 +448,7 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
     if split is not None and not split.strip():
         raise ValueError("--split: expected a non-empty split name")
     fmt = detect_format(path) if fmt == "auto" else fmt
-    records, skipped = _parse_all(path, fmt, split, skip_bad)
+    records, skipped = _parse_all(path, fmt, split, skip_bad, max_line_bytes, max_json_bytes)
     if not records:
         raise ValueError(f"{path}: no questions found" + (f" ({len(skipped)} malformed, skipped)" if skipped else ""))
     splits: dict[str, int] = {}
@@ -427,6 +463,7 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
         if replace:
             con.execute("DELETE FROM questions WHERE dataset = ? AND list_contains(?, split)", [name, list(splits)])
         start = store.next_id(con, "questions", "question_id")
+        chains, resolved = _support_chains(con, records)
         _wb_questions = pa.table({  # noqa: F841 (read by DuckDB's replacement scan)
             "question_id": pa.array(range(start, start + len(records)), pa.int64()),
             "dataset": pa.array([name] * len(records), pa.string()),
@@ -434,7 +471,7 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
             "family": pa.array([r.family for r in records], pa.string()),
             "question": pa.array([r.question for r in records], pa.string()),
             "answers": pa.array([r.answers for r in records], pa.list_(pa.string())),
-            "chain": pa.array([[] for _ in records], pa.list_(pa.int64())),
+            "chain": pa.array(chains, pa.list_(pa.int64())),
             "hops": pa.array([r.hops for r in records], pa.int32()),
             "source": pa.array([r.source or path.name for r in records], pa.string())})
         con.execute("INSERT INTO questions SELECT * FROM _wb_questions")
@@ -442,6 +479,8 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
         report = {"questions": len(records), "splits": splits,
                   "replaced": sum(n for _, n in clash) if replace else 0,
                   "appended_to": sum(n for _, n in clash) if append else 0}
+        if any(r.support for r in records):
+            report.update(support_titles=sum(len(r.support) for r in records), support_resolved=resolved)
         record_import(con, import_id, f"qa:{fmt}", path, len(records) + len(skipped), len(skipped),
                       fingerprint(path), report)
         if skipped:
@@ -450,13 +489,38 @@ def import_qa(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, split
     return {"import_id": import_id, "dataset": name, "format": fmt, **report, "skipped": len(skipped)}
 
 
-def _parse_all(path: Path, fmt: str, split: str | None, skip_bad: bool) -> tuple[list[QARecord], list[tuple]]:
+def _support_chains(con, records: list[QARecord]) -> tuple[list[list[int]], int]:
+    """Each record's gold supporting documents as entity ids (its ``support`` titles resolved to
+    the store's entities of that exact title, the lowest id where several share one; unresolved
+    titles left out), and how many titles resolved.
+
+    Example:
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO entities (entity_id, title) VALUES (7, 'Alba'), (9, 'Zed')")
+        >>> _support_chains(con, [QARecord("q?", ["a"], support=("Zed", "Nowhere", "Alba")), QARecord("q?", ["a"])])
+        ([[9, 7], []], 2)
+    """
+    rows = [(i, j, t) for i, r in enumerate(records) for j, t in enumerate(r.support)]
+    chains: list[list[int]] = [[] for _ in records]
+    if not rows:
+        return chains, 0
+    wanted = pa.table({"i": [r[0] for r in rows], "j": [r[1] for r in rows], "title": [r[2] for r in rows]})
+    with store.registered(con, "_wb_support", wanted):
+        found = con.execute("SELECT w.i, w.j, min(e.entity_id) FROM _wb_support w JOIN entities e ON e.title = w.title "
+                            "GROUP BY w.i, w.j ORDER BY w.i, w.j").fetchall()
+    for i, _, entity in found:
+        chains[i].append(int(entity))
+    return chains, len(found)
+
+
+def _parse_all(path: Path, fmt: str, split: str | None, skip_bad: bool, max_line_bytes: int = MAX_LINE_BYTES,
+               max_json_bytes: int = MAX_JSON_BYTES) -> tuple[list[QARecord], list[tuple]]:
     """Every record of the file parsed, and the skipped ones as (number, error); a malformed record
     raises ValueError naming file and record unless ``skip_bad``."""
     records: list[QARecord] = []
     skipped: list[tuple[int, str]] = []
     first_at: dict[str, str] = {}  # record id -> where it was first seen
-    for word, number, raw, parse in _records(path, fmt):
+    for word, number, raw, parse in _records(path, fmt, max_line_bytes, max_json_bytes):
         where = _named(f"{word} {number}", raw)
         try:
             if isinstance(raw, _Unreadable):
@@ -476,7 +540,8 @@ def _parse_all(path: Path, fmt: str, split: str | None, skip_bad: bool) -> tuple
                 raise ValueError("expected 'hops' to be an integer")
         except ValueError as err:
             if not skip_bad:
-                raise ValueError(f"{path} {where}: {err}") from None
+                todo = "" if "--skip-bad" in str(err) else "; pass --skip-bad to skip such records"
+                raise ValueError(f"{path} {where}: {err}{todo}") from None
             skipped.append((number, f"{word} {number}: {err}"))
             continue
         records.append(rec)

@@ -80,6 +80,7 @@ class Reference:
     metrics: pd.DataFrame
     audit: pd.DataFrame | None = None  # Dr. Free's Table 5 counts: run, method, seed, shortcut, n, answerable
     folder: str = "data/reference"  # where the file was read, as the subtitles name it
+    suite: dict | None = None  # Table 1 at the tiny tier: the base's and each run's EM per benchmark (table1_suite)
 
     @property
     def methods(self) -> list[str]:
@@ -128,26 +129,32 @@ class Reference:
             raise ValueError(f"{self.name}: no {method!r} runs; it has {self.methods}")
         return m
 
-    def scores(self, metric: str = "test_macro_em") -> dict[str, list[float]]:
+    def scores(self, metric: str = "test_macro_em", seeds=None) -> dict[str, list[float]]:
         """Each method's ``metric`` (%), one value per seed (the input of ``evaluate.across_seeds``):
-        test macro EM (Hit@1 on EoG's answer-set questions), or ``test_macro_set_f1`` there."""
+        test macro EM (Hit@1 on EoG's answer-set questions), or ``test_macro_set_f1`` there;
+        ``seeds`` given, only those seeds' runs (a method with none of them is left out)."""
         if metric not in self.evaluations:
             raise ValueError(f"{self.name}: no {metric!r} in its evaluations; it has {list(self.evaluations)}")
-        return {m: self.evaluations[self.evaluations.method == m].sort_values("seed")[metric].tolist()
-                for m in self.methods}
+        ev = self.evaluations if seeds is None else self.evaluations[self.evaluations.seed.isin(list(seeds))]
+        out = {m: ev[ev.method == m].sort_values("seed")[metric].tolist() for m in self.methods}
+        return {m: v for m, v in out.items() if v}
 
-    def test_em(self, reference: str | None = None, metric: str = "test_macro_em") -> pd.DataFrame:
+    def test_em(self, reference: str | None = None, metric: str = "test_macro_em", seeds=None) -> pd.DataFrame:
         """Test macro EM (or another ``metric`` of :meth:`scores`) per method over seeds: n, mean, sd
         and a 95% t interval; with ``reference``, the difference to it and the Welch p
-        (``evaluate.across_seeds``).
+        (``evaluate.across_seeds``). ``seeds`` restricts every method to those seeds, so rows run on
+        fewer seeds are compared with the reference on the same ones.
 
         Example:
             >>> round(float(load().test_em().loc["ssp", "mean"]), 2)
             57.97
             >>> round(float(load("tiny_eog_20rounds.json").test_em(metric="test_macro_set_f1").loc["eog", "mean"]), 3)
             11.525
+            >>> t = load("tiny_drfree_20rounds.json").test_em("drfree", seeds=[0, 1, 2])
+            >>> t.loc["drfree_wo_per_hop", ["n", "diff", "p"]].round(2).tolist()
+            [3.0, -0.73, 0.44]
         """
-        return across_seeds(self.scores(metric), reference=reference)
+        return across_seeds(self.scores(metric, seeds), reference=reference)
 
     def band(self, key: str, method: str = "coevokg") -> pd.DataFrame:
         """``key`` per round over ``method``'s seeds: ``mean``, the seeds' range (``low``, ``high``)
@@ -207,11 +214,115 @@ class Reference:
         return pooled.rename(columns={"method": "run"})
 
 
+    # ---------------------------------------------------------------- Table 1 at the tiny tier
+
+    def suite_runs(self) -> pd.DataFrame:
+        """One row per run (and ``base``): run, method, seed, then EM (%) per benchmark, ``Avg.`` (the
+        macro over them) and each tw-pop bucket (``tw-pop: inlinks 0-1``, ...)."""
+        if not self.suite:
+            raise ValueError(f"{self.name}: no Table 1 suite in this reference file (a tiny_table1_* file has one)")
+        names = self.suite["benchmarks"]
+        rows = []
+        for run, r in [("base_s0", self.suite["base"]), *self.suite["runs"].items()]:
+            method, seed = _split_run(run)
+            rows.append({"run": run, "method": method, "seed": seed, **{b: r["benchmarks"][b] for b in names},
+                         "Avg.": r["macro"], **{f"tw-pop: {k}": v for k, v in r.get("buckets", {}).items()}})
+        return pd.DataFrame(rows)
+
+    def table1(self, methods=("search_r1", "ssp", "coevokg", "c1", "c2"), against: str = "search_r1") -> pd.DataFrame:
+        """Table 1's layout from the file: the base, then each method's EM per benchmark and Avg. as the
+        mean over seeds, Avg.'s 95% t interval over seeds, its gain over the base, the exact sign test
+        against the base pooled over questions and seeds, and against ``against`` (paired seed by seed).
+
+        Example:
+            >>> # load("tiny_table1_20rounds.json").table1().set_index("method").loc["CoEvoKG", "Avg."]
+        """
+        runs = self.suite_runs()
+        names = self.suite["benchmarks"]
+        base = runs[runs.method == "base"].iloc[0]
+        rows = [{"method": NAMES["base"], "seeds": 1, **{b: base[b] for b in names}, "Avg.": base["Avg."]}]
+        outcomes = {run: r["outcomes"] for run, r in self.suite["runs"].items()}
+
+        def joined(run):
+            return "".join(outcomes[run][b] for b in names)
+
+        for method in [m for m in methods if (runs.method == m).any()]:
+            part = runs[runs.method == method].sort_values("seed")
+            seeds = across_seeds({method: part["Avg."].tolist()}).loc[method]
+            base_str = "".join(self.suite["base"]["outcomes"][b] for b in names)
+            _, _, p_base = _pooled([(base_str, joined(r)) for r in part.run])
+            row = {"method": NAMES.get(method, method), "seeds": len(part), **{b: part[b].mean() for b in names},
+                   "Avg.": seeds["mean"], "95% low": seeds.low, "95% high": seeds.high,
+                   "gain (Avg.)": seeds["mean"] - base["Avg."], "p vs base": p_base}
+            if against != method and (runs.method == against).any():
+                pairs = [(joined(f"{against}_s{s}"), joined(r)) for r, s in zip(part.run, part.seed)
+                         if f"{against}_s{s}" in outcomes]
+                row[f"p vs {NAMES.get(against, against)}"] = _pooled(pairs)[2] if pairs else None
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def _pooled(pairs):
+    from workbench.table1_suite import pooled_sign_test
+
+    return pooled_sign_test(pairs)
+
+
+def check_suite_section(data: dict, path: Path) -> None:
+    """A reference file's ``suite`` holds the base and every run it names, each benchmark's outcomes
+    as long as its question ids; raises ValueError naming what is wrong."""
+    suite = data["suite"]
+    missing = [k for k in ("benchmarks", "question_ids", "base", "runs") if k not in suite]
+    if missing:
+        raise ValueError(f"{path}: its suite section lacks {missing} (scripts/reference_file.py writes them)")
+    for run, r in [("base", suite["base"]), *suite["runs"].items()]:
+        for b in suite["benchmarks"]:
+            if len(r["outcomes"].get(b, "")) != len(suite["question_ids"][b]):
+                raise ValueError(f"{path}: run {run}'s {b} outcomes do not match its {len(suite['question_ids'][b])} "
+                                 "question ids")
+
+
+def table1_files(preset: str = "tiny") -> list[Path]:
+    """The shipped Table 1 reference files of ``preset`` (``<preset>_table1_<N>rounds.json``),
+    fewest rounds first.
+
+    Example:
+        >>> all(p.name.startswith("tiny_table1_") for p in table1_files())
+        True
+    """
+    def rounds(p: Path) -> int:
+        digits = "".join(ch for ch in p.stem.rsplit("_", 1)[-1] if ch.isdigit())
+        return int(digits or 0)
+
+    return sorted(reference_dir().glob(f"{preset}_table1_*.json"), key=rounds)
+
+
 def _split_run(run: str) -> tuple[str, int]:
     method, _, seed = run.rpartition("_s")
     if not method or not seed.isdigit():
         raise ValueError(f"reference run {run!r}: expected <method>_s<seed>")
     return method, int(seed)
+
+
+def load_table1(name: str | Path | None = None, preset: str = "tiny") -> Reference | None:
+    """A Table 1 reference file (with a suite section): ``name`` (a file in data/reference/ or a
+    path), else the shipped ``<preset>_table1_*`` file with the most rounds, else None (none shipped).
+
+    Example:
+        >>> ref = load_table1()
+        >>> ref is None or ref.suite is not None
+        True
+    """
+    if name is None:
+        files = table1_files(preset)
+        if not files:
+            return None
+        name = files[-1].name
+    ref = load(name)
+    if not ref.suite:
+        shipped = [p.name for p in table1_files(preset)] or "none yet"
+        raise ValueError(f"{name}: not a Table 1 reference file (no suite section; shipped ones: {shipped})")
+    return ref
 
 
 def load(name: str | Path = DEFAULT) -> Reference:
@@ -245,6 +356,8 @@ def load(name: str | Path = DEFAULT) -> Reference:
     audit = pd.DataFrame([{**row, "method": _split_run(row["run"])[0], "seed": _split_run(row["run"])[1]}
                           for row in data.get("audit", [])])
     shipped_here = path.resolve().parent == reference_dir().resolve()
+    if "suite" in data:
+        check_suite_section(data, path)
     return Reference(name=path.name, preset=path.name.split("_")[0], provenance=data["provenance"],
                      evaluations=evaluations, metrics=metrics, audit=audit if len(audit) else None,
-                     folder="data/reference" if shipped_here else str(path.parent))
+                     folder="data/reference" if shipped_here else str(path.parent), suite=data.get("suite"))

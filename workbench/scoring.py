@@ -159,6 +159,20 @@ def set_f1(predictions: str | Sequence[str] | None, answer_set: Sequence[str]) -
     return 2 * precision * recall / (precision + recall)
 
 
+ANSWER_SEPARATOR = ";"  # ours: between the answers of one answer set (EoG's solver, protocol.SOLVER_INSTRUCTION_GRAPH)
+
+
+def answer_list(answer: str | None) -> list[str]:
+    """An answer-set solver's ``<answer>`` as its ranked list: the ``;``-separated parts, stripped,
+    empty ones dropped, in the order written (Hit@1 reads the first). None gives [].
+
+    Example:
+        >>> answer_list(" Rome; Oslo ;; "), answer_list("Rome"), answer_list(None)
+        (['Rome', 'Oslo'], ['Rome'], [])
+    """
+    return [a.strip() for a in (answer or "").split(ANSWER_SEPARATOR) if a.strip()]
+
+
 def extract_answer(generated_text: str | None) -> str | None:
     """The content of the LAST complete ``<answer>...</answer>`` block, stripped; None if none.
 

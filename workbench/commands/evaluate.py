@@ -11,7 +11,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="greedy rollouts on a dataset split; store and print EM with 95%% CIs")
     add_db(p)
     p.add_argument("--model", required=True, help="model directory or hub id")
-    p.add_argument("--dataset", required=True, help="dataset name in the store (e.g. tinyworld)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--dataset", help="dataset name in the store (e.g. tinyworld)")
+    what.add_argument("--suite", choices=["table1"],
+                      help="table1: the six TinyWorld benchmarks (tw-nq ... tw-bamboogle, built in the store on first "
+                           "use), printed in the paper's Table 1 layout with intervals, gains over the store's base "
+                           "evaluation and the pooled sign test")
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=None, help="at most N questions per family")
     p.add_argument("--index", default=None, help="bm25 or dense (default: the preset's)")
@@ -23,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default=None, help="Table 1 row label (default: from workbench.json)")
     p.add_argument("--backend", choices=["auto", "hf", "vllm"], default=None,
                    help="generation engine (default: the preset's rollout.backend, auto = vLLM on CUDA when installed)")
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="with --suite: also write the scores and every question's EM as JSON (scripts/reference_file.py reads it)")
+    p.add_argument("--reference", default=None, metavar="FILE",
+                   help="with --suite: the Table 1 reference file shown beside (a name in data/reference/ or a path; "
+                        "default: the shipped <preset>_table1_* file with the most rounds, if any; 'none' hides it)")
+    p.add_argument("--batch-size", type=int, default=64, help="questions per generation batch (default 64)")
     add_set(p)
     p.set_defaults(func=run_eval)
 
@@ -45,12 +56,44 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     from workbench.evaluate import evaluate, model_preset
 
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size {args.batch_size}: expected a positive number of questions")
     # without --db, the store of the model's preset (data/smoke.duckdb for a smoke model)
     db = existing_db(argparse.Namespace(db=args.db, preset=args.preset or model_preset(args.model)))
+    if args.suite:
+        return _run_suite(args, db)
+    if args.json or args.reference:
+        raise ValueError("--json and --reference go with --suite (a single --dataset prints its own summary)")
     eval_id = evaluate(db, args.model, args.dataset, split=args.split, limit=args.limit,
                        index=args.index, preset=args.preset, backbone=args.backbone, method=args.method,
-                       backend=args.backend, overrides=overrides(args))
+                       backend=args.backend, overrides=overrides(args), batch_size=args.batch_size)
     print(eval_id)
+    return 0
+
+
+def _run_suite(args: argparse.Namespace, db: str) -> int:
+    from workbench import store, table1_suite
+    from workbench.evaluate import resolve_preset
+
+    if args.split != "test":
+        raise ValueError(f"--split {args.split!r}: the suite's benchmarks have a test split only")
+    con = store.connect(db)
+    try:
+        preset = resolve_preset(args.model, args.preset, con)
+        ref = table1_suite.reference_for(args.reference, preset)  # a bad name fails before the slow part
+        ids = table1_suite.evaluate_suite(con, args.model, args.suite, limit=args.limit, preset=preset,
+                                          index=args.index, backbone=args.backbone, method=args.method,
+                                          backend=args.backend, overrides=overrides(args), batch_size=args.batch_size)
+        backbone, method = table1_suite.model_labels_for(args.model, preset, args.backbone, args.method)
+        res, text, _ = table1_suite.report(con, ids, args.model, backbone, method)
+    finally:
+        con.close()
+    print(text)
+    if ref is not None:
+        print(table1_suite.format_reference(ref))
+    if args.json:
+        table1_suite.write_json(args.json, res)
+        print(f"wrote {args.json}")
     return 0
 
 

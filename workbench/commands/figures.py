@@ -17,6 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--reference", default=None, metavar="FILE",
                         help="the reference runs shown beside the paper's and yours: a file in data/reference/ "
                              "or a path (default: workbench.reference.DEFAULT, the Table 2 rows at 56 rounds)")
+    parser.add_argument("--table1-reference", default=None, metavar="FILE",
+                        help="Table 1 at the tiny tier beside the paper's: a tiny_table1_* file in data/reference/ or "
+                             "a path (default: the shipped one with the most rounds, if any)")
     parser.set_defaults(func=_run)
 
 
@@ -24,5 +27,5 @@ def _run(args: argparse.Namespace) -> int:
     from workbench import figures, reference
 
     figures.build_all(db=db_path(args), paper_only=args.paper_only, out_dir=args.out,
-                      reference_file=args.reference or reference.DEFAULT)
+                      reference_file=args.reference or reference.DEFAULT, table1_file=args.table1_reference)
     return 0

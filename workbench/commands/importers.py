@@ -7,7 +7,14 @@ import argparse
 import json
 
 from workbench.commands import add_db, db_path, existing_db
+from workbench.kg.input_files import MAX_JSON_BYTES, MAX_LINE_BYTES
 from workbench.kg.sources import IMPORT_MEMORY_LIMIT
+
+
+def _line_limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-line-bytes", type=int, default=MAX_LINE_BYTES,
+                   help=f"the longest line read (default {MAX_LINE_BYTES:,}, ours); a longer one is a malformed line, "
+                        "refused before it is read whole")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--append", action="store_true",
                        help="import the file even though this store already holds it (its rows are added again)")
         p.add_argument("--batch-rows", type=int, default=10_000, help="rows per Arrow insert batch")
+        _line_limit(p)
         p.add_argument("--memory-limit", default=IMPORT_MEMORY_LIMIT,
                        help=f"DuckDB memory limit for the import, e.g. 8GB (beyond it DuckDB spills to disk; default "
                             f"{IMPORT_MEMORY_LIMIT}, ours: constant memory at any file size; 'none': DuckDB's 80%% of RAM)")
@@ -52,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="add to this dataset's questions of the same splits (by default an error)")
     q.add_argument("--skip-bad", action="store_true",
                    help="record malformed records in skipped_lines and go on, instead of stopping")
+    _line_limit(q)
+    q.add_argument("--max-json-bytes", type=int, default=MAX_JSON_BYTES,
+                   help=f"the largest whole-file JSON (HotpotQA, 2Wiki, TriviaQA) read, parsed at once at ~5x its size "
+                        f"in memory (default {MAX_JSON_BYTES:,}, ours)")
     add_db(q)
     q.set_defaults(func=_import_qa)
 
@@ -102,9 +114,14 @@ NAMES = {"kilt": "KILT file", "wiki18": "wiki-18 file", "wikidata5m": "Wikidata5
 
 
 def _checked(args: argparse.Namespace, *files: str | None) -> None:
-    """Every input file exists and is a file, before the store is opened (or created)."""
+    """Every input file exists and is a file, and the size limits are positive, before the store is
+    opened (or created)."""
     from workbench.kg.sources import check_input
 
+    for flag in ("max_line_bytes", "max_json_bytes"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} {value}: expected a positive number of bytes")
     for file in files:
         if file is not None:
             check_input(file, NAMES[args.kind])
@@ -121,7 +138,7 @@ def _import_source(args: argparse.Namespace) -> int:
     con = store.connect(db_path(args))
     try:
         common = dict(skip_bad=args.skip_bad, batch_rows=args.batch_rows, progress=not args.no_progress,
-                      append=args.append, memory_limit=limit)
+                      append=args.append, memory_limit=limit, max_line_bytes=args.max_line_bytes)
         if args.kind == "kilt":
             result = sources.import_kilt(con, args.file, **common)
         elif args.kind == "wiki18":
@@ -142,7 +159,8 @@ def _import_qa(args: argparse.Namespace) -> int:
     con = store.connect(db_path(args))
     try:
         result = import_qa(con, args.file, args.name, split=args.split, fmt=args.format, replace=args.replace,
-                           append=args.append, skip_bad=args.skip_bad)
+                           append=args.append, skip_bad=args.skip_bad, max_line_bytes=args.max_line_bytes,
+                           max_json_bytes=args.max_json_bytes)
     finally:
         con.close()
     print(json.dumps(result, indent=2))

@@ -22,8 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="DynaSearcher's warm start: demonstrations that use the KG tool too (its own cache key; "
                         "the KG tool's settings from method.kg_max_triples, method.kg_min_similarity)")
     p.add_argument("--topology", action="store_true",
-                   help="EoG's warm start: proposer demonstrations of its query prompt too, every pattern (its own "
-                        "cache key; the prompt from method.topology_prompt; what the EoG rows start from)")
+                   help="EoG's warm start: proposer demonstrations of its query prompt too, every pattern, and solver "
+                        "demonstrations that explore with its graph tools and answer sets (its own cache key; the "
+                        "prompt from method.topology_prompt; method.graph_tools=off keeps document search; what the "
+                        "EoG rows start from)")
     add_set(p)
     p.set_defaults(func=run)
 

@@ -32,7 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "ability, reward_model.ground_truth.target, extra_info).")
     q.add_argument("out", metavar="OUT.parquet", help="parquet file to write")
     q.add_argument("--split", default="test", help="seed, val or test (default: test)")
-    q.add_argument("--dataset", default="tinyworld", help="questions.dataset to export (default: tinyworld)")
+    q.add_argument("--dataset", default="tinyworld",
+                   help="questions.dataset to export (default: tinyworld; tw-nq ... tw-bamboogle: a Table 1 benchmark)")
+    q.add_argument("--suite", choices=["table1"], default=None,
+                   help="table1: the six TinyWorld benchmarks' test questions in one file, data_source per row "
+                        "(as Search-R1's test.parquet)")
+    q.add_argument("--preset", default="tiny", help="where the suite is not yet in the store: build it at this "
+                                                    "preset's world.suite_questions (default: tiny)")
     q.add_argument("--force", action="store_true", help="replace OUT when it is already there")
     add_db(q)
     q.set_defaults(func=_export)
@@ -51,14 +57,23 @@ def _world(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from workbench import store
+    from workbench import config, store
+    from workbench.kg import benchmarks
     from workbench.kg.qa_sets import export_searchr1_parquet
 
     db = existing_db(args)
-    con = store.connect(db, read_only=True)
+    suite = args.suite is not None or args.dataset in benchmarks.SUITE
+    if suite and args.split != "test":
+        raise ValueError(f"--split {args.split!r}: the Table 1 benchmarks have a test split only")
+    con = store.connect(db, read_only=not suite)  # the suite is built on first use
     try:
-        n = export_searchr1_parquet(con, args.out, args.split, dataset=args.dataset, force=args.force)
+        if suite:
+            benchmarks.ensure_suite(con, n=config.preset(args.preset).world.suite_questions)
+        if args.suite:
+            n = benchmarks.export_suite_parquet(con, args.out, force=args.force)
+        else:
+            n = export_searchr1_parquet(con, args.out, args.split, dataset=args.dataset, force=args.force)
     finally:
         con.close()
-    print(f"export-qa: {n} {args.dataset}/{args.split} questions -> {args.out}")
+    print(f"export-qa: {n} {args.suite or args.dataset}/{args.split} questions -> {args.out}")
     return 0

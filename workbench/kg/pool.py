@@ -3,7 +3,8 @@
 
 A chain ``c = (e_1, r_1, ..., r_{L-1}, e_L)`` (Eq. 1) is a ``chains`` row, its ``chain_nodes``
 (entity and the relation to the next node) and its ``evidence`` rows: each node's passage d_i
-(``target='node'``) and, for each edge, the source entity's paragraph that links to the next entity
+(``target='node'``: the entity's first passage by paragraph, one that is more than its title preferred,
+since a KILT page's paragraph 0 is the title alone) and, for each edge, the source entity's paragraph that links to the next entity
 (``target='edge'``, the KILT anchor's paragraph). G_0 has ``run`` NULL and round 0; a run's
 write-back adds chains and evidence with ``run`` = its name and the round they were written in.
 
@@ -165,8 +166,11 @@ def _delete_g0(con) -> None:
 
 _EVIDENCE_SQL = """
 INSERT INTO evidence (evidence_id, chain_id, position, target, entity_id, passage_id, text, source, run, round)
-WITH first_passage AS (
-    SELECT DISTINCT ON (entity_id) entity_id, passage_id, text FROM passages ORDER BY entity_id, paragraph, passage_id),
+WITH first_passage AS (  -- a KILT page's paragraph 0 is its title alone: a passage with text is preferred
+    SELECT DISTINCT ON (p.entity_id) p.entity_id, p.passage_id, p.text
+    FROM passages p LEFT JOIN entities e USING (entity_id)
+    ORDER BY p.entity_id, coalesce(trim(p.text, ' ' || chr(9) || chr(10) || chr(13)) = e.title, false),
+             p.paragraph, p.passage_id),
 edge_paragraph AS (
     SELECT src_entity, dst_entity, min(paragraph) AS paragraph FROM anchors GROUP BY ALL),
 nodes AS (SELECT * FROM chain_nodes WHERE chain_id >= $first),

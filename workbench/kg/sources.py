@@ -5,7 +5,8 @@
   exactly as KILT records it, and the labelled hyperlink graph (``edges``) the walker traverses.
 * wiki-18 (JSON lines: ``id``, ``contents`` = ``"Title"\\ntext``): passages, entities by title.
 * Wikidata5M (tab-separated ``head relation tail`` ids, alias files ``id alias1 alias2 ...``):
-  ``triples`` and ``aliases``.
+  ``triples`` and ``aliases``. Every line ends with a line end: a tab-separated line cut short can
+  still parse, so a last line without one is a bad line (the file may be cut short).
 
 Every import streams: lines are read one at a time and inserted in Arrow batches, so Python's
 memory does not grow with the file (the real KILT file is 35 GB). Title -> id resolution of
@@ -14,14 +15,20 @@ The whole import is one transaction: a malformed line raises ValueError naming t
 line and what was expected, and the store is unchanged; with ``skip_bad=True`` the line is
 recorded in ``skipped_lines`` instead. Malformed includes: not JSON (or not the tab-separated
 fields), text no store can hold (a lone UTF-16 surrogate), nesting deeper than Python's recursion
-limit, and in KILT a page id or title already seen earlier in the file. A truncated or corrupt
-``.gz`` and an empty file are errors naming the file (and line). A UTF-8 byte order mark at the
-start of a file is dropped, as by every importer.
+limit, in KILT a page id or title already seen earlier in the file, and a line longer than
+``max_line_bytes`` (:data:`input_files.MAX_LINE_BYTES`, ours), which is refused before it is read
+whole. Files are read by :class:`input_files.Lines`: ``.gz``, ``.bz2`` and ``.xz`` decompressed,
+UTF-16/32 decoded, a byte order mark dropped, ``\\r\\n`` line ends read as ``\\n``. A truncated or
+corrupt compressed file and an empty file are errors naming the file (and line).
 
-Each import writes one row to ``imports`` with the :func:`fingerprint` of its file(s) and the
-rows it inserted (the returned counts count rows inserted, not rows read). A file already
-recorded there is refused (ValueError, the store unchanged) unless ``append=True`` imports it
-again: a re-run after a kill, when one cannot tell whether the import landed, cannot double it.
+Each import writes one row to ``imports`` with the :func:`fingerprint` of its file(s), the digest
+of their content (decompressed, decoded, line ends normalised) and the rows it inserted (the
+returned counts count rows inserted, not rows read). A file or a content already recorded there
+is refused (:class:`AlreadyImported`, the store unchanged) unless ``append=True`` imports it again:
+a re-run after a kill, when one cannot tell whether the import landed, cannot double it, nor can
+the same source as ``.gz`` or with CRLF line ends. Content, not row keys, identifies a source:
+the store keeps no source keys for passages (KILT page ids, wiki-18 passage ids), and titles are
+shared on purpose across sources (KILT and wiki-18 passages of one entity).
 
 Entity matching (our choice): a page or alias whose title equals an existing entity's title
 reuses that entity (the smallest id), so importing Wikidata5M and then KILT links Wikidata ids
@@ -48,13 +55,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import json
 import re
 import sys
 import time
-import zlib
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote
@@ -65,6 +70,7 @@ import pyarrow as pa
 
 from workbench import store
 from workbench.kg.filters import classify_title
+from workbench.kg.input_files import MAX_LINE_BYTES, Lines, Oversized, content_digest, content_head
 
 GENERIC_LABEL = "links to"
 
@@ -167,26 +173,13 @@ class _Bad(Exception):
     """A malformed line; the message says what was expected."""
 
 
-BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark some editors put first in a file
-
-
-def strip_bom(raw: bytes) -> bytes:
-    """``raw`` without a leading UTF-8 byte order mark (every importer reads files through this).
-
-    Example:
-        >>> strip_bom(BOM + b'{"a": 1}')
-        b'{"a": 1}'
-    """
-    return raw[len(BOM):] if raw.startswith(BOM) else raw
-
-
 def record_import(con, import_id: int, kind: str, file, lines: int, skipped: int, fingerprint: str,
-                  inserted: dict) -> None:
-    """The ``imports`` row of one import: what it read, skipped and inserted, and its file's
-    fingerprint (a second import of the same file is refused by it)."""
-    con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped, fingerprint, inserted) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)", [import_id, kind, str(file), lines, skipped, fingerprint,
-                                                 json.dumps(inserted)])
+                  inserted: dict, content: str | None = None, content_head: str | None = None) -> None:
+    """The ``imports`` row of one import: what it read, skipped and inserted, its file's
+    fingerprint and its content's digest and head (a second import of either is refused by them)."""
+    con.execute("INSERT INTO imports (import_id, kind, file, lines, skipped, fingerprint, inserted, content, "
+                "content_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [import_id, kind, str(file), lines, skipped, fingerprint, json.dumps(inserted), content, content_head])
 SAMPLE_BYTES = 1 << 20  # fingerprint: the first and last MiB of a file, with its size
 
 # Ours, chosen by measurement (LOG.md 2026-12-01; scripts/kilt_scale.py, scripts/duckdb_pk_probe.py):
@@ -273,94 +266,142 @@ def fingerprint(*paths: str | Path | None) -> str:
     return h.hexdigest()
 
 
-def refuse_repeat(con: duckdb.DuckDBPyConnection, kind: str, digest: str, shown: Path) -> None:
-    """ValueError when an import of ``kind`` with fingerprint ``digest`` is recorded in ``imports``.
+class AlreadyImported(ValueError):
+    """An import refused because this store holds its file or content already (``import_id``: that import)."""
+
+    def __init__(self, message: str, import_id: int):
+        super().__init__(message)
+        self.import_id = import_id
+
+
+def refuse_repeat(con: duckdb.DuckDBPyConnection, kind: str, digest: str, shown: Path,
+                  column: str = "fingerprint") -> None:
+    """:class:`AlreadyImported` when an import of ``kind`` whose ``column`` ('fingerprint', or 'content':
+    the content's digest) is ``digest`` is recorded in ``imports``.
 
     Example:
         >>> refuse_repeat(store.connect(":memory:"), "kilt", "0" * 64, Path("kilt.jsonl"))  # nothing recorded
     """
+    assert column in ("fingerprint", "content")
     found = con.execute("SELECT import_id, file, strftime(created_at, '%Y-%m-%d %H:%M:%S'), lines FROM imports "
-                        "WHERE kind = ? AND fingerprint = ? ORDER BY import_id LIMIT 1", [kind, digest]).fetchall()
+                        f"WHERE kind = ? AND {column} = ? ORDER BY import_id LIMIT 1", [kind, digest]).fetchall()
     if found:
         import_id, file, when, lines = found[0]
-        raise ValueError(f"{shown}: already in this store (import {import_id} of {file} at {when}, {lines} lines); "
-                         "importing it again would add its rows a second time: pass --append to do that anyway")
+        how = "" if column == "fingerprint" else \
+            " with the same content (compared after decompression, decoding and line-end normalisation)"
+        raise AlreadyImported(f"{shown}: already in this store (import {import_id} of {file} at {when}, {lines} "
+                              f"lines){how}; importing it again would add its rows a second time: pass --append "
+                              "to do that anyway", import_id)
 
 
-def _read_error(err: Exception) -> str:
-    """What a failed read of a line means, for the error message."""
-    if isinstance(err, EOFError):
-        return f"the compressed file ends early (truncated?): {err}"
-    if isinstance(err, (gzip.BadGzipFile, zlib.error)):
-        return f"corrupt compressed data: {err}"
-    return f"cannot read the file: {err}"
+def _combined(digests: list[str | None]) -> str:
+    """One digest for the files of an import, in their order (``None``: an optional file not given)."""
+    if len(digests) == 1 and digests[0] is not None:
+        return digests[0]
+    return hashlib.sha256("\0".join(d or "-" for d in digests).encode()).hexdigest()
+
+
+def same_content(con: duckdb.DuckDBPyConnection, kind: str, files: tuple[Path | None, ...],
+                 max_line_bytes: int = MAX_LINE_BYTES) -> tuple[int, str] | None:
+    """(import id, content digest) of the first import of ``kind`` recorded with the content of
+    ``files`` (:class:`input_files.Lines`' digest, combined in order), else None. The heads are
+    compared first (the files' first MiB); the whole content is hashed only when one matches.
+
+    Example:
+        >>> same_content(store.connect(":memory:"), "kilt", (Path("/dev/null"),)) is None
+        True
+    """
+    head = _combined([f and content_head(f, max_line_bytes) for f in files])
+    alike = con.execute("SELECT import_id, content FROM imports WHERE kind = ? AND content_head = ? ORDER BY import_id",
+                        [kind, head]).fetchall()
+    if not alike:
+        return None
+    digest = _combined([f and content_digest(f, max_line_bytes) for f in files])
+    return next(((import_id, digest) for import_id, content in alike if content == digest), None)
+
+
+TRUNCATED = " (the file's last line, without a line end: is the file cut short?)"
 
 
 class _Import:
     """One streaming import: line reading with progress, bad-line policy, the ``imports`` row.
 
     ``files`` are the import's input files, the main one first (``None`` for an optional file not
-    given); unless ``append``, files already imported as ``kind`` are refused (:func:`refuse_repeat`).
+    given). Unless ``append``, files already imported as ``kind`` are refused (:func:`refuse_repeat`):
+    at once when their fingerprint is recorded; when an earlier import's content starts as theirs
+    (:func:`input_files.content_head`), after one pass that hashes their whole content, so the same
+    source compressed, re-encoded or with other line ends is refused before anything is parsed.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, kind: str, files: tuple[Path | None, ...], skip_bad: bool,
-                 progress: bool, append: bool):
-        self.con, self.kind, self.file = con, kind, files[0]
+                 progress: bool, append: bool, max_line_bytes: int = MAX_LINE_BYTES):
+        self.con, self.kind, self.file, self.files = con, kind, files[0], files
         self.skip_bad, self.progress, self.fingerprint = skip_bad, progress, fingerprint(*files)
+        self.max_line_bytes = max_line_bytes
+        self.digests: dict[Path, tuple[str, str]] = {}  # file -> (content digest, head) once read
         if not append:
             refuse_repeat(con, kind, self.fingerprint, self.file)
+            self._refuse_same_content()
         self.import_id = store.next_id(con, "imports", "import_id")
         self.lines = 0
         self.skipped = 0
         self.started = time.perf_counter()
 
-    def read(self, path: Path, parse) -> Iterator[tuple[int, object]]:
-        """Yield ``(line number, parse(raw line))`` for every non-blank line; bad lines raise or skip.
+    def _refuse_same_content(self) -> None:
+        found = same_content(self.con, self.kind, self.files, self.max_line_bytes)
+        if found:
+            refuse_repeat(self.con, self.kind, found[1], self.file, column="content")
+
+    def read(self, path: Path, parse, line_end: bool = False) -> Iterator[tuple[int, object]]:
+        """Yield ``(line number, parse(line))`` for every non-blank line (read by
+        :class:`input_files.Lines`: decompressed, decoded, bounded); bad lines raise or skip.
+        ``line_end``: a last line without a line end is a bad line (a tab-separated line cut short
+        can still parse).
 
         A file without a non-blank line, or one that cannot be read to its end (a truncated or
         corrupt ``.gz``), raises ValueError naming the file (and the line reached).
         """
         from tqdm import tqdm
 
-        opener = gzip.open if path.suffix == ".gz" else open
-        total = None if path.suffix == ".gz" else path.stat().st_size
-        seen, lineno = 0, 0
-        with opener(path, "rb") as f, tqdm(total=total, unit="B", unit_scale=True, desc=path.name,
-                                            disable=not self.progress, mininterval=1.0) as bar:
-            lines = iter(f)
-            while True:
-                try:  # only the read itself: errors of the caller's code, at the yield, stay theirs
-                    raw = next(lines)
-                except StopIteration:
-                    break
-                except (EOFError, OSError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
-                    raise ValueError(f"{path} line {lineno + 1}: {_read_error(err)}") from None
-                lineno += 1
-                bar.update(len(raw))
-                if lineno == 1:
-                    raw = strip_bom(raw)
-                if not raw.strip():
-                    continue
+        seen = 0
+        with Lines(path, self.max_line_bytes) as lines, tqdm(total=lines.size, unit="B", unit_scale=True,
+                                                             desc=path.name, disable=not self.progress,
+                                                             mininterval=1.0) as bar:
+            for lineno, raw in lines:
                 self.lines += 1
                 seen += 1
+                if self.progress and not seen % 1024:
+                    bar.update(lines.position() - bar.n)
+                if isinstance(raw, Oversized):
+                    self.bad(path, lineno, str(raw))
+                    continue
+                if line_end and not lines.ended:
+                    self.bad(path, lineno, "expected a line end after the last line: is the file cut short? (a "
+                                           "tab-separated line cut short can still look whole); add a line end if "
+                                           "the file is whole, or pass --skip-bad to skip the line")
+                    continue
                 try:
                     yield lineno, parse(raw)
                 except _Bad as err:
-                    self.bad(path, lineno, str(err))
+                    self.bad(path, lineno, str(err) + ("" if lines.ended else TRUNCATED))
+            bar.update(lines.position() - bar.n)
+            self.digests[path] = (lines.digest(), lines.head())
         if not seen:
             raise ValueError(f"{path}: empty file (no non-blank line); nothing imported")
 
     def bad(self, path: Path, lineno: int, error: str) -> None:
         if not self.skip_bad:
-            raise ValueError(f"{path} line {lineno}: {error}")
+            todo = "" if "--skip-bad" in error else "; pass --skip-bad to skip such lines"
+            raise ValueError(f"{path} line {lineno}: {error}{todo}")
         self.skipped += 1
         self.con.execute("INSERT INTO skipped_lines VALUES (?, ?, ?, ?)",
                          [self.import_id, str(path), lineno, error])
 
     def finish(self, **counts) -> dict:
         """Write the ``imports`` row; the report: counts of rows inserted, lines, skipped, speed."""
+        read = [self.digests[f] if f else (None, None) for f in self.files]
         record_import(self.con, self.import_id, self.kind, self.file, self.lines, self.skipped, self.fingerprint,
-                      counts)
+                      counts, _combined([d for d, _ in read]), _combined([h for _, h in read]))
         seconds = time.perf_counter() - self.started
         return {"import_id": self.import_id, "kind": self.kind, "file": str(self.file),
                 "lines": self.lines, "skipped": self.skipped, **counts,
@@ -449,7 +490,10 @@ def json_value(raw: bytes | str):
     """
     try:
         value = json.loads(raw)
-    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, an over-long integer
+    except UnicodeDecodeError as err:
+        raise ValueError(f"expected UTF-8 text (byte 0x{err.object[err.start]:02X} at byte {err.start} of the line is "
+                         "not UTF-8): convert the file to UTF-8 (a Latin-1 file: iconv -f LATIN1 -t UTF-8)") from None
+    except ValueError as err:  # JSONDecodeError, an over-long integer
         raise ValueError(f"not valid JSON ({err})") from None
     except RecursionError:
         raise ValueError(f"JSON nested deeper than Python's recursion limit ({sys.getrecursionlimit()})") from None
@@ -466,7 +510,7 @@ def _json_object(raw: bytes) -> dict:
     try:
         obj = json_value(raw)
     except ValueError as err:
-        raise _Bad(f"expected a JSON object: {err}") from None
+        raise _Bad(str(err) if str(err).startswith("expected UTF-8") else f"expected a JSON object: {err}") from None
     if not isinstance(obj, dict):
         raise _Bad("expected a JSON object")
     return obj
@@ -581,7 +625,7 @@ _KILT_TEMP = ("_kilt_pages", "_kilt_anchors", "_kilt_dups", "_kilt_resolved", "_
 
 def import_kilt(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: bool = False,
                 batch_rows: int = 10_000, progress: bool = True, append: bool = False,
-                memory_limit: str | None = IMPORT_MEMORY_LIMIT) -> dict:
+                memory_limit: str | None = IMPORT_MEMORY_LIMIT, max_line_bytes: int = MAX_LINE_BYTES) -> dict:
     """Import a KILT knowledge source file (JSON lines, optionally .gz) in one transaction.
 
     Writes entities (kind from :func:`title_kind`), one passage per paragraph, every anchor
@@ -598,7 +642,7 @@ def import_kilt(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: b
     """
     path = check_input(path, "KILT file")
     with memory_limited(con, memory_limit), store.transaction(con):
-        run = _Import(con, "kilt", (path,), skip_bad, progress, append)
+        run = _Import(con, "kilt", (path,), skip_bad, progress, append, max_line_bytes)
         entities = _Entities(con, "kilt")
         next_passage = store.next_id(con, "passages", "passage_id")
         con.execute(_KILT_STAGE)
@@ -723,7 +767,7 @@ def _parse_wiki18(raw: bytes) -> tuple[str, str]:
 
 def import_wiki18(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad: bool = False,
                   batch_rows: int = 10_000, progress: bool = True, append: bool = False,
-                  memory_limit: str | None = IMPORT_MEMORY_LIMIT) -> dict:
+                  memory_limit: str | None = IMPORT_MEMORY_LIMIT, max_line_bytes: int = MAX_LINE_BYTES) -> dict:
     """Import the wiki-18 corpus (JSON lines ``id``, ``contents``) as passages, in one transaction.
 
     Each line becomes a passage of the entity with its title (created when missing, kind from
@@ -738,7 +782,7 @@ def import_wiki18(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad:
     """
     path = check_input(path, "wiki-18 file")
     with memory_limited(con, memory_limit), store.transaction(con):
-        run = _Import(con, "wiki18", (path,), skip_bad, progress, append)
+        run = _Import(con, "wiki18", (path,), skip_bad, progress, append, max_line_bytes)
         entities = _Entities(con, "wiki18")
         next_passage = store.next_id(con, "passages", "passage_id")
         titles: list[str] = []
@@ -772,8 +816,9 @@ def import_wiki18(con: duckdb.DuckDBPyConnection, path: str | Path, *, skip_bad:
 def _tab_fields(raw: bytes, at_least: int, exactly: bool, what: str) -> list[str]:
     try:
         fields = raw.decode("utf-8").rstrip("\r\n").split("\t")
-    except UnicodeDecodeError:
-        raise _Bad(f"expected UTF-8 text ({what})") from None
+    except UnicodeDecodeError as err:
+        raise _Bad(f"expected UTF-8 text ({what}; byte 0x{raw[err.start]:02X} at byte {err.start} of the line is "
+                   "not UTF-8): convert the file to UTF-8 (a Latin-1 file: iconv -f LATIN1 -t UTF-8)") from None
     fields = [f.strip() for f in fields]
     if (len(fields) != at_least if exactly else len(fields) < at_least) or not all(fields[:at_least]):
         raise _Bad(f"expected {what}, got {len(fields)} field(s)")
@@ -792,7 +837,7 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                       entity_aliases: str | Path | None = None,
                       relation_aliases: str | Path | None = None, *, skip_bad: bool = False,
                       batch_rows: int = 10_000, progress: bool = True, append: bool = False,
-                      memory_limit: str | None = IMPORT_MEMORY_LIMIT) -> dict:
+                      memory_limit: str | None = IMPORT_MEMORY_LIMIT, max_line_bytes: int = MAX_LINE_BYTES) -> dict:
     """Import Wikidata5M-style triples and alias files in one transaction.
 
     ``entity_aliases`` lines (``Q42\\tDouglas Adams\\tDouglas Noel Adams``) give each id an entity
@@ -811,16 +856,17 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                                                  for p, what in ((triples, "triples"), (entity_aliases, "alias"),
                                                                  (relation_aliases, "relation alias")))
     with memory_limited(con, memory_limit), store.transaction(con):
-        run = _Import(con, "wikidata5m", (triples, entity_aliases, relation_aliases), skip_bad, progress, append)
+        run = _Import(con, "wikidata5m", (triples, entity_aliases, relation_aliases), skip_bad, progress, append,
+                      max_line_bytes)
         entities = _Entities(con, "wikidata5m")
         n_aliases = n_triples = 0
         names: dict[str, str] = {}  # relation id -> first alias (Wikidata5M has ~800 relations)
         if relation_aliases is not None:
-            for _, fields in run.read(relation_aliases, _parse_alias):
+            for _, fields in run.read(relation_aliases, _parse_alias, line_end=True):
                 names.setdefault(fields[0], fields[1])
 
         if entity_aliases is not None:
-            for batch in _chunks((f for _, f in run.read(entity_aliases, _parse_alias)), batch_rows):
+            for batch in _chunks((f for _, f in run.read(entity_aliases, _parse_alias, line_end=True)), batch_rows):
                 ids = entities.ids([fields[1] for fields in batch])
                 owners, names_ = [], []
                 for eid, fields in zip(ids.tolist(), batch):
@@ -829,7 +875,7 @@ def import_wikidata5m(con: duckdb.DuckDBPyConnection, triples: str | Path,
                 n_aliases += _insert(con, "aliases", {"entity_id": pa.array(owners, pa.int64()),
                                                       "alias": pa.array(names_, pa.string())})
 
-        for rows in _chunks((f for _, f in run.read(triples, _parse_triple)), batch_rows):
+        for rows in _chunks((f for _, f in run.read(triples, _parse_triple, line_end=True)), batch_rows):
             heads, rels, tails = zip(*rows)
             n_triples += _insert(con, "triples", {"head": list(heads),
                                                   "relation": [names.get(r, r) for r in rels],

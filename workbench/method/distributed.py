@@ -251,7 +251,8 @@ def rank_backend(name: str, world: int) -> str:
 
 def check_config(cfg, spec, world: int) -> None:
     """Refuse what ``world`` > 1 ranks cannot run as one process does: ``rollout.backend=vllm``
-    (:func:`rank_backend`) and ``method.kg_filter=llm`` with the KG tool on (the other ranks'
+    (:func:`rank_backend`), EoG's graph tools (they read the store, which only rank 0 holds) and
+    ``method.kg_filter=llm`` with the KG tool on (the other ranks'
     ``/kg_search`` would run rank 0's policy in its server thread, concurrently with rank 0's
     rollouts and their seeded RNG: not deterministic, and vLLM is not thread-safe).
 
@@ -263,11 +264,14 @@ def check_config(cfg, spec, world: int) -> None:
         ...
         ValueError: method.kg_filter='llm' under --gpus 2: the other ranks' KG searches would be judged by rank 0's policy in its server thread, concurrently with its rollouts (not deterministic); use method.kg_filter=overlap or none, or one process
     """
-    from workbench.method.methods import uses_kg_tool
+    from workbench.method.methods import uses_graph_tools, uses_kg_tool
 
     if world <= 1:
         return
     rank_backend(cfg.rollout.backend, world)
+    if uses_graph_tools(spec, cfg.method.graph_tools):  # the other ranks hold no store to explore
+        raise ValueError(f"method.graph_tools under --gpus {world}: EoG's graph tools read the store, which only "
+                         "rank 0 holds (no server serves them yet); train EoG's rows in one process")
     if cfg.method.kg_filter == "llm" and uses_kg_tool(spec, cfg.method.kg_tool):
         raise ValueError(f"method.kg_filter='llm' under --gpus {world}: the other ranks' KG searches would be "
                          "judged by rank 0's policy in its server thread, concurrently with its rollouts (not "

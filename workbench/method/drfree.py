@@ -8,10 +8,14 @@ teacher-forced likelihoods under the current policy:
 where B is the evaluated shortcut set (Eq. 5; Table 3 ablates its four types, Table 16 defines them):
 
 * ``closed_book`` -- no evidence at all;
-* ``source_only`` -- the chain's first (source / seed) passage alone;
+* ``source_only`` -- the chain's source document alone (hop 0: its first passage, Table 17's
+  "Source document (Hop 0)");
 * ``one_shot`` -- the top-3 passages of one retrieval of the question with the training retriever,
   each truncated to 340 whitespace-delimited words (Table 16);
-* ``per_hop`` -- each chain passage alone ("single component"): one context per passage.
+* ``per_hop`` -- each hop's evidence passage alone (hops 1..L-1, Table 17's "Per-hop evidence"):
+  one context per hop. The source document is not among them: it is the ``source_only`` type, and
+  Table 3 removes the two types separately (with it here, ``dr_free_wo_source_only`` computed
+  exactly what ``dr_free`` does; issue 40).
 
 The question earns a positive reward only when Delta_B > 0 (abstract, Fig. 3). The paper's text
 here gives no closed form for the map from Delta_B to the reward, so ours: ``r = max(0, Delta_B)``
@@ -28,8 +32,8 @@ only rescale Delta_B).
 Example:
     >>> from workbench.method.memory import ChainView
     >>> c = ChainView(0, "h", [1, 2], ["Ann", "Rome"], ["born in"], ["Ann was born in Rome.", "Rome is old."])
-    >>> [name for name, _ in shortcut_contexts(c, "Where was Ann born?", None, ("closed_book", "per_hop"))]
-    ['closed_book', 'per_hop:1', 'per_hop:2']
+    >>> [name for name, _ in shortcut_contexts(c, "Where was Ann born?", None, ("closed_book", "source_only", "per_hop"))]
+    ['closed_book', 'source_only', 'per_hop:1']
     >>> info_gain_reward(-0.5), info_gain_reward(1.5), info_gain_reward(1.5, form="indicator")
     (0.0, 1.5, 1.0)
 """
@@ -99,14 +103,15 @@ def one_shot(chain, question: str, search) -> list[list[str]]:
 
 
 def per_hop(chain, question: str, search) -> list[list[str]]:
-    """Per-hop ("single component") shortcuts: each chain passage alone, one context each (Table 16).
+    """Per-hop shortcuts: each hop's evidence passage alone (hops 1..L-1), one context each; the
+    source document (hop 0) is ``source_only``'s, so leaving either type out changes B.
 
     Example:
         >>> from workbench.method.memory import ChainView
-        >>> per_hop(ChainView(0, "h", [1, 2], ["A", "B"], ["r"], ["pa", "pb"]), "q?", None)
-        [['pa'], ['pb']]
+        >>> per_hop(ChainView(0, "h", [1, 2, 3], ["A", "B", "C"], ["r", "s"], ["pa", "pb", "pc"]), "q?", None)
+        [['pb'], ['pc']]
     """
-    return [[p] for p in chain.passages]
+    return [[p] for p in chain.passages[1:]]
 
 
 SHORTCUTS: dict[str, Callable] = {"closed_book": closed_book, "source_only": source_only,
@@ -117,7 +122,7 @@ ALL_SHORTCUTS = tuple(SHORTCUTS)  # the full set B of Eq. 5
 def shortcut_contexts(chain, question: str, search, names: Sequence[str] = ALL_SHORTCUTS
                       ) -> list[tuple[str, list[str]]]:
     """(label, passages) for each context of the named shortcut set B, in the order given; per-hop
-    contexts are labelled ``per_hop:i`` (1-based).
+    contexts are labelled ``per_hop:i``, i the hop (1..L-1; the source document is hop 0).
 
     Example:
         >>> from workbench.method.memory import ChainView

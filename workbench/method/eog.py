@@ -6,12 +6,16 @@ comes with its complete answer set. The proposer reads the query's skeleton (pat
 anchors with their passages, relations, and the answer set) and writes one question with one
 answer; the gate (:func:`topology_gate`) admits it when the answer is a member of the set, the
 question names no non-anchor entity of the query (no answer-set member), is one wh-question, and
-the verifier's Q (Eq. 6's aggregation, :func:`gate.quality`) clears the threshold. The solver is
-then scored against the whole set (``rewards.SOLVER_REWARDS['eog_hit1' | 'eog_f1']``) and the
-proposer by the variance of those scores (``eog_variance``).
+the verifier's Q (Eq. 6's aggregation, :func:`gate.quality`) clears the threshold. The solver then
+explores the KG with EoG's graph tools (``search/graph_tools.py``; ``MethodSpec.graph_tools``),
+answers a ``;``-separated set, and is scored against the whole set
+(``rewards.SOLVER_REWARDS['eog_hit1' | 'eog_f1']``); the proposer by the variance of those scores
+(``eog_variance``). The proposer's prompt is ``method.topology_prompt``: ``query``, the skeleton
+(:func:`render_query`, seed 004's "guided by a skeleton"; the default), or ``witness`` (ours).
 
-Ours, where EoG is silent: the prompt's wording; a task's pattern drawn uniformly from
-``method.topology_patterns`` each slot; the answer set bounded by ``method.topology_max_answers``;
+Ours, where EoG is silent: the prompts' wording (the skeleton also shows each anchor's first
+passage); a task's pattern drawn uniformly from ``method.topology_patterns`` each slot; the answer
+set bounded by ``method.topology_max_answers``;
 a hit names an answer entity's title (aliases not counted); the verifier below; tasks are never
 written back (their ``chain_id`` is -1, as SSP's entities).
 

@@ -6,11 +6,14 @@ then a verifier judging every surviving candidate of a chain in ONE grouped call
 dimensions in [0, 1]: chain faithfulness, a genuine multi-hop requirement, a single answer focus,
 and clarity. Two verifiers share the :class:`Verifier` interface: :class:`StructuralVerifier`
 (deterministic, for the tiny tier) and :class:`LLMVerifier` (a prompt and a parser, for capable
-backbones). The top k candidates with Q >= threshold are admitted.
+backbones). The top k candidates with Q above the threshold (strictly: section 3.2, "only
+candidates scoring above a threshold are retained") are admitted.
 
 Aggregation of the dimension scores (ours; the paper's is in its unavailable appendix): by name,
 ``geometric_mean`` (any dimension at 0 vetoes), ``mean`` (the presets' choice, ``MethodConfig``) or
-``min``; Q stays in [0, 1], and a leak or a zero multi-hop score always vetoes.
+``min``; Q stays in [0, 1], and a leak always vetoes. A zero multi-hop score vetoes too (ours:
+section 3.2 lists "needs at least two hops" among the question's requirements but does not say the
+verifier's multi-hop score is a hard constraint; ``method.gate_multi_hop_veto``, on by default).
 
 Example:
     >>> from workbench.method.memory import ChainView
@@ -48,7 +51,7 @@ STOPWORDS = frozenset(
 @dataclass
 class Verdict:
     """The gate's decision on one candidate; ``scores`` holds the four dimensions in [0, 1].
-    ``passed``: it met the quality bar (Q >= threshold, Q > 0); ``admitted``: passed and in the top k."""
+    ``passed``: it met the quality bar (Q > threshold, Q > 0); ``admitted``: passed and in the top k."""
 
     index: int
     question: str | None
@@ -164,11 +167,12 @@ QUALITY_AGGREGATIONS: dict[str, Callable[[Sequence[float]], float]] = {
 }
 
 
-def quality(verdict: Verdict, aggregation: str = "geometric_mean") -> float:
+def quality(verdict: Verdict, aggregation: str = "geometric_mean", multi_hop_veto: bool = True) -> float:
     """Eq. 6: Q = 1[no leak] * aggregate(the four dimension scores); a missing dimension scores 0.
 
-    Whatever the aggregation, a question with no multi-hop requirement (``multi_hop`` 0) scores 0:
-    section 3.2 makes "needs at least two hops" a hard property, like no leakage.
+    With ``multi_hop_veto`` (ours, ``method.gate_multi_hop_veto``), whatever the aggregation, a
+    question with no multi-hop requirement (``multi_hop`` 0) scores 0, as a leak does: our reading
+    of section 3.2's "needs at least two hops" as a hard property; Eq. 6 itself vetoes leaks only.
 
     Example:
         >>> quality(Verdict(0, "q", "a", True, scores={"faithfulness": 1, "multi_hop": 0.5,
@@ -177,7 +181,7 @@ def quality(verdict: Verdict, aggregation: str = "geometric_mean") -> float:
     """
     if aggregation not in QUALITY_AGGREGATIONS:
         raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {sorted(QUALITY_AGGREGATIONS)}")
-    if verdict.leak or verdict.scores.get("multi_hop", 0.0) == 0.0:
+    if verdict.leak or (multi_hop_veto and verdict.scores.get("multi_hop", 0.0) == 0.0):
         return 0.0
     return float(QUALITY_AGGREGATIONS[aggregation]([verdict.scores.get(d, 0.0) for d in DIMENSIONS]))
 
@@ -396,12 +400,13 @@ def parse_verdicts(text: str, candidates: Sequence[tuple[str, str]]) -> list[Ver
 
 def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier, threshold: float,
          top_k: int, aggregation: str = "geometric_mean", allow_topic: bool = False,
-         leak_filter: bool = True, prefilter=None) -> list[Verdict]:
-    """Eq. 6 on all M candidates of one chain; the top k with Q >= threshold are admitted.
+         leak_filter: bool = True, prefilter=None, multi_hop_veto: bool = True) -> list[Verdict]:
+    """Eq. 6 on all M candidates of one chain; the top k with Q > threshold are admitted (section
+    3.2: "above a threshold"; a candidate exactly at the threshold is not).
 
     Returns one Verdict per candidate, in input order (``index`` = position). Ties in Q are broken
     by candidate order, so the gate is deterministic given the verifier. A candidate with Q = 0 (a
-    leak, a dimension at 0) is never admitted, even at threshold 0. ``prefilter(chain, candidate)``
+    leak, a vetoed multi-hop score: :func:`quality`) is never admitted, even at threshold 0. ``prefilter(chain, candidate)``
     (a rejecting Verdict or None) replaces :func:`filter_candidate`'s deterministic checks (EoG's
     topology gate passes its own).
     """
@@ -419,9 +424,9 @@ def gate(chain, candidates: Sequence[tuple[str, str] | None], verifier: Verifier
     if len(judged) != len(survivors):
         raise ValueError(f"verifier returned {len(judged)} verdicts for {len(survivors)} candidates")
     for i, v in zip(survivors, judged):
-        verdicts[i] = replace(v, index=i, q=quality(v, aggregation), admitted=False)
+        verdicts[i] = replace(v, index=i, q=quality(v, aggregation, multi_hop_veto), admitted=False)
     # Q = 0 (a leak, a vetoed dimension) is never admitted, even at threshold 0.
-    ranked = sorted((v for v in verdicts if v.extracted and v.q >= threshold and v.q > 0),
+    ranked = sorted((v for v in verdicts if v.extracted and v.q > threshold and v.q > 0),
                     key=lambda v: (-v.q, v.index))
     for v in ranked:
         v.passed = True

@@ -7,15 +7,23 @@ all the round's requests: the verifier's grouped prompts of every chain (:meth:`
 then ``gate`` asks per chain and finds its answer cached), the extractor's prompts of every
 correct trajectory (:meth:`LLMPathExtractor.extract_many`).
 
-The extractor's reply is mapped back to entity ids by title (normalised, SQuAD style) among the
-trajectory's candidates (the retrieved entities and its question's chain, ``loop.answer_candidates``),
-so every entity on the path is grounded, as section 3.3 requires; unknown lines are dropped, a
-repeated entity keeps its first place, and, as in the deterministic extractor, an answer that
-names a candidate ends the path. Only correct trajectories are sent (ours): Eq. 7 gives an
+The extractor's prompt lists the titles of the passages the trajectory retrieved, never its
+question's gold chain (``loop.extraction_item``). Its reply is mapped back to entity ids by title
+(normalised, SQuAD style) among the trajectory's grounded candidates only (the entities of its
+retrieved passages and the chain entities a retrieved passage names, ``loop.answer_candidates``),
+so every entity on the path appears in what the search found, as section 3.3 requires; unknown
+or ungrounded lines are dropped, a repeated entity keeps its first place, and, as in the
+deterministic extractor, an answer that names a candidate ends the path. Only correct trajectories are sent (ours): Eq. 7 gives an
 incorrect one no process credit, so its path (the deterministic one) only feeds the metrics. For
 the same reason the loop builds the extractor only for a solver reward that reads S_path
 (``rewards.reads_path``: Eq. 7's); Search-R1, Dr. Free, EoG and DynaSearcher keep the
 deterministic extraction for their S_path metrics.
+
+Seed 000 (section 3.3) produces the path "by the same LLM call that judges correctness". Here
+correctness (R_ans of Eq. 7, and p_s of Eq. 10) is exact match after normalisation, the metric the
+paper reports, so no LLM judges it and the extractor's call only extracts the path: one greedy
+call per correct trajectory, all of a round's in one batch (ours; an LLM-judged R_ans would put a
+judge's errors into the solver's reward and the proposer's p_s).
 
 Example:
     >>> parse_path("Ann\\nthe city of Rome\\nRome\\nAnn", {1: "Ann", 2: "Rome", 3: "Italy"}, "Italy")
@@ -107,10 +115,14 @@ class LLMPathExtractor:
     def __init__(self, policy, max_new_tokens: int = 128):
         self.batch = GreedyBatch(policy, max_new_tokens)
 
-    def extract_many(self, items: Sequence[tuple[str, str, Mapping[int, str], str | None]]) -> list[list[int]]:
-        """``(question, trajectory text, candidate titles by id, answer)`` per trajectory -> paths."""
+    def extract_many(self, items: Sequence[tuple]) -> list[list[int]]:
+        """``(question, trajectory text, candidate titles by id, answer[, shown ids])`` per
+        trajectory -> paths. The reply may name only the candidates (``loop.extraction_item``: the
+        grounded ones); the prompt lists the titles of ``shown`` (default every candidate)."""
         self.batch.clear()
-        prompts = [extractor_prompt(q, text, [titles[e] for e in sorted(titles)], answer or "")
-                   for q, text, titles, answer in items]
+        prompts = []
+        for q, text, titles, answer, *shown in items:
+            listed = shown[0] if shown else sorted(titles)
+            prompts.append(extractor_prompt(q, text, [titles[e] for e in listed if e in titles], answer or ""))
         replies = self.batch.run(prompts)
-        return [parse_path(reply, titles, answer) for reply, (_, _, titles, answer) in zip(replies, items)]
+        return [parse_path(reply, item[2], item[3]) for reply, item in zip(replies, items)]

@@ -26,6 +26,7 @@ ours, when set).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -37,21 +38,21 @@ import torch
 
 from workbench.config import Config
 from workbench.kg.pool import Chain, sample_chains
-from workbench.method import distributed, eog
+from workbench.method import distributed, drfree_loop, eog, ssp
 from workbench.method import rewards as R
 from workbench.method.gate import DIMENSIONS, StructuralVerifier, Verdict, answer_position, gate
 from workbench.method.llm_judges import BatchedLLMVerifier, LLMPathExtractor
 from workbench.method.memory import ChainView
-from workbench.method.methods import MethodSpec, uses_kg_tool
+from workbench.method.methods import MethodSpec, uses_graph_tools, uses_kg_tool
 from workbench.method.multireward import gold_entities
-from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path
+from workbench.method.path_support import EvidenceGraph, PathSupportParams, extract_path, grounded
 from workbench.method.proposer import parse_candidates, proposer_prompts, proposer_rewards, rollout_free_rewards
 from workbench.policy.rollout import Trajectory, batch_tensors, response_logprobs, rollout
-from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, policy_loss, probability_scale,
-                                     reinforce_pp_advantages, warmup_lr)
+from workbench.method.update import (AdaptiveKL, NonFiniteGuard, grpo_advantages, hrpo_advantages, policy_loss,
+                                     probability_scale, reinforce_pp_advantages, warmup_lr)
 from workbench.policy import protocol
 from workbench.policy.generation import Choices
-from workbench.scoring import exact_match
+from workbench.scoring import answer_list, exact_match
 
 log = logging.getLogger(__name__)  # round stages at INFO, update micro-batches at DEBUG (commands.log_to_stderr)
 
@@ -65,6 +66,9 @@ class Candidate:
     verdict: Verdict
     reward: float | None = None
     slot: "Slot | None" = None  # the solver slot it was posed in, when admitted
+    # a searching proposer's candidate (Dr. Free's w/o KG row): its own evidence and hop label
+    evidence: ChainView | None = None
+    hops: int | None = None
 
 
 @dataclass
@@ -134,6 +138,7 @@ class RoundResult:
     # (title, type) of each entity on the slots' chains, for the answer-type counts; None: not
     # looked up (a rank other than 0, which stores nothing), and those two keys are left out
     entities: dict[int, tuple[str, str | None]] | None = None
+    extra: dict = field(default_factory=dict)  # a method's own per-round keys (Dr. Free's iteration, chains, searches)
 
     @property
     def rollouts(self) -> list[Rollout]:
@@ -179,6 +184,7 @@ class RoundResult:
             "search_cache_hit_rate": self.search_cache_hit_rate,
             **eog.curriculum_metrics(self.tasks),  # EoG's Fig. 7 counts; nothing for other task sources
             **tool_use_metrics(self.rollouts, self.kg_tool),
+            **self.extra,
         }
 
 
@@ -271,13 +277,15 @@ def tool_use_metrics(rollouts: list[Rollout], kg_tool: bool) -> dict:
 
 def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str], graph: EvidenceGraph,
                      reward_fn=R.SOLVER_REWARDS["coevokg"], beta: float = R.BETA_PATH, slot: Slot | None = None,
-                     path: list[int] | None = None, config=None) -> TrajectoryScore:
+                     path: list[int] | None = None, config=None, answer_sets: bool = False) -> TrajectoryScore:
     """Score one trajectory as the loop does: exact match, the extracted path (Eq. 8) over the
     entities in ``titles`` (the retrieved ones plus the candidate answer entities), its support
     against G_t (Eq. 9), and the solver reward (Eq. 7, or the method's ``reward_fn``, a
     ``rewards.SOLVER_REWARDS`` entry; one with ``terms``, as DynaSearcher's, keeps them in the
     score). ``path`` given (the LLM extractor's, ``llm_judges``) replaces the deterministic
     extraction; ``config`` is the run's MethodConfig (rewards with parameters of their own read it).
+    ``answer_sets``: the solver answers a ``;``-separated set (EoG's graph tools); R_ans then scores
+    its first answer (Hit@1 against the golds), the reward reads the whole set.
 
     Example:
         >>> from workbench.method.path_support import PathSupportParams
@@ -286,8 +294,9 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
         >>> score_trajectory(t, ["Rome"], {1: "Ann", 2: "Rome"}, g)
         TrajectoryScore(r_ans=1.0, path=[1, 2], s_path=1.0, passed=True, reward=1.2)
     """
-    r_ans = exact_match(traj.answer or "", golds)
+    r_ans = exact_match((answer_list(traj.answer) or [""])[0] if answer_sets else traj.answer or "", golds)
     path = extract_path(traj.queries, traj.entity_ids, titles, traj.answer) if path is None else path
+    path = [e for e in path if e in titles]  # only candidates (grounded ones: answer_candidates) reach Eq. 9
     verdict = graph.path_support(path) if len(path) >= 2 else None
     s_path = verdict.s_path if verdict else 0.0
     inputs = R.SolverInputs(r_ans, s_path, beta, traj, slot, config)
@@ -297,17 +306,36 @@ def score_trajectory(traj: Trajectory, golds: list[str], titles: dict[int, str],
 
 
 def answer_candidates(traj: Trajectory, chain_entities, titles: dict[int, str]) -> dict[int, str]:
-    """The entities Eq. 8's path may use for one trajectory: the ones it retrieved plus its
-    question's chain (the originating chain, or a seed question's gold chain). Section 3.3: the gold
-    chain never grants process reward by itself; it only lets the path end at the answer.
+    """The entities Eq. 8's path may use for one trajectory: those grounded in its retrieved
+    passages (``path_support.grounded``): the entities of the passages it retrieved, and the
+    entities of its question's chain (the originating chain, or a seed question's gold chain) that a
+    retrieved passage names. Section 3.3: path support never grants process reward for what the
+    search did not find; the gold chain only names which entities to look for in the passages.
 
     Example:
-        >>> t = Trajectory(0, 0, "p", [], entity_ids=[1])
-        >>> answer_candidates(t, [2, 9], {1: "Ann", 2: "Rome"})
+        >>> t = Trajectory(0, 0, "p", [], entity_ids=[1], retrieved=["Ann was born in Rome."])
+        >>> answer_candidates(t, [2, 3, 9], {1: "Ann", 2: "Rome", 3: "Italy"})
         {1: 'Ann', 2: 'Rome'}
     """
-    ids = set(traj.entity_ids) | set(chain_entities)
-    return {e: titles[e] for e in ids if e in titles}
+    pool = {e: titles[e] for e in dict.fromkeys([*traj.entity_ids, *chain_entities]) if e in titles}
+    return grounded(traj.entity_ids, traj.retrieved, pool)
+
+
+def extraction_item(question: str, traj: Trajectory, chain_entities, titles: dict[int, str]) -> tuple:
+    """One request of the LLM path extractor (``LLMPathExtractor.extract_many``): the question,
+    the trajectory's text, its grounded candidates (:func:`answer_candidates`, what the reply may
+    name), its answer, and the ids the prompt lists: the entities of the passages it retrieved, in
+    retrieval order. The prompt never lists the gold chain's titles (a chain entity a passage
+    names is read back from the reply, but is not pointed out to the extractor).
+
+    Example:
+        >>> t = Trajectory(0, 0, "p", [], text="...", entity_ids=[1], answer="Rome", retrieved=["Ann: Rome."])
+        >>> extraction_item("Where?", t, [2, 3], {1: "Ann", 2: "Rome", 3: "Italy"})
+        ('Where?', '...', {1: 'Ann', 2: 'Rome'}, 'Rome', [1])
+    """
+    candidates = answer_candidates(traj, chain_entities, titles)
+    shown = [e for e in dict.fromkeys(traj.entity_ids) if e in candidates]
+    return question, traj.text, candidates, traj.answer, shown
 
 
 def answer_choices(chains: list[ChainView], m: int) -> Choices:
@@ -403,6 +431,25 @@ def make_kg_tool(con, method_cfg, policy=None, url: str = ""):
     return KGSearch(con, judge=judge, **settings)
 
 
+def make_graph_tools(con, method_cfg):
+    """EoG's graph tools (``search.graph_tools.GraphTools``) over the store ``con``, with the settings of
+    ``method_cfg`` (``method.graph_max_neighbors``, ``method.kg_min_similarity``); refused without a
+    store (a rank other than 0).
+
+    Example:
+        >>> from workbench import store
+        >>> from workbench.config import MethodConfig
+        >>> make_graph_tools(store.connect(":memory:"), MethodConfig()).max_neighbors
+        20
+    """
+    from workbench.search.graph_tools import GraphTools, tool_settings
+
+    if con is None:
+        raise ValueError("method.graph_tools: the graph tools read the store, which only rank 0 holds; "
+                         "train EoG's rows in one process (no --gpus)")
+    return GraphTools(con, **tool_settings(method_cfg))
+
+
 class Laps:
     """The round's stage timer: each call records the seconds since the previous one as
     ``timings["time_<stage>"]`` (the per-round ``time_*`` metrics) and logs it at INFO, so a round
@@ -471,9 +518,15 @@ class Trainer:
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
+        # EoG's graph tools (seed 004), instead of document search, for a method that enables them
+        graph_tools = uses_graph_tools(spec, m.graph_tools)
+        if graph_tools and uses_kg_tool(spec, m.kg_tool):
+            raise ValueError(f"--method {spec.name}: the solver gets EoG's graph tools (method.graph_tools) or "
+                             "DynaSearcher's KG tool (method.kg_tool), not both; set one of them to off")
         # DynaSearcher's KG tool (seed 003), only for a method that enables it: ``kg``, else the
         # store's, or search.url's server's when the document search goes there
         self.kg = (kg or make_kg_tool(con, m, policy, cfg.search.url)) if uses_kg_tool(spec, m.kg_tool) else None
+        self.graph = make_graph_tools(con, m) if graph_tools else None
         if reference is None and not policy.is_lora:
             raise ValueError("Trainer: a full fine-tune (method.lora_rank = 0) needs a reference policy")
         self.optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=m.lr,
@@ -488,6 +541,15 @@ class Trainer:
             R.PROPOSER_REWARDS[self.proposer_reward]  # an unknown name fails before any work
         # Dr. Free's reward reads no rollout: it is scored before the solver runs (reward_proposer)
         self.rollout_free = bool(self.proposer_reward) and not R.needs_outcome(self.proposer_reward)
+        # Dr. Free (seed 002, drfree_loop): its chains, proposer algorithm, iterations and likelihood anchor
+        self.drfree = drfree_loop.settings(spec, m)
+        self.iteration_ends = drfree_loop.iteration_ends(m.steps, self.drfree.iterations)
+        self.selection: drfree_loop.ChainSelection | None = None  # made at the first draw (rank 0)
+        self.anchor = None  # the updated anchor (a Policy) once an iteration has ended
+        if (m.drfree_anchor == "updated" and self.drfree.iterations > 1 and policy.is_lora
+                and str(self.proposer_reward).startswith("dr_free")):
+            raise ValueError("method.drfree_anchor=updated with LoRA (method.lora_rank > 0) is not supported: the anchor "
+                             "is a full copy of an iteration's checkpoint; use --set method.drfree_anchor=fixed or live")
         self.verifier = make_verifier(m.verifier or ("structural" if spec.task_source == "kg_chains" else "open"),
                                       policy, m.verifier_max_new_tokens, m.verifier_vocabulary, con)
         # Eq. 8's LLM extractor only where Eq. 7 reads its path: another reward's S_path only fills
@@ -529,6 +591,33 @@ class Trainer:
         return int(self.cfg.method.seed) * 1_000_003 + t * 101 + stage
 
     @property
+    def scorer(self):
+        """The policy whose teacher-forced likelihoods score Dr. Free's information gain
+        (``method.drfree_anchor``, ``drfree_loop``): the current policy (``live``), the base
+        (``fixed``, and ``updated`` in iteration 1: the frozen reference, or a LoRA policy's base),
+        or the last finished iteration's checkpoint (``updated``)."""
+        mode = self.cfg.method.drfree_anchor
+        if mode == "live":
+            return self.policy
+        if mode == "updated" and self.anchor is not None:
+            return self.anchor
+        return self.reference if self.reference is not None else _BaseOnly(self.policy)
+
+    @property
+    def uses_anchor(self) -> bool:
+        """Whether the proposer's reward reads Dr. Free's likelihoods and ``method.drfree_anchor`` is
+        ``updated`` (the anchor then follows the iterations)."""
+        return self.cfg.method.drfree_anchor == "updated" and str(self.proposer_reward).startswith("dr_free")
+
+    def set_anchor(self, path) -> None:
+        """Make the checkpoint at ``path`` the ``updated`` anchor (loaded once, float32, frozen)."""
+        from workbench.policy.model import Policy
+
+        self.anchor = Policy.load(path, device=str(self.policy.device), dtype=torch.float32)
+        self.anchor.model.eval()
+        log.info("Dr. Free anchor: %s", path)
+
+    @property
     def pool_run(self) -> str | None:
         """Whose write-back G_t includes: this run's with write-back (C3), else G_0 alone."""
         return self.run if self.spec.write_back else None
@@ -557,8 +646,23 @@ class Trainer:
         self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
         lap("sync")
         return RoundResult(t, tasks, slots, update, lap.timings, distributed.hit_rate(self),
-                           kg_tool=self.kg is not None,
-                           entities=chain_entities(self.con, slots) if self.con is not None else None)
+                           kg_tool=self.kg is not None or self.graph is not None,
+                           entities=chain_entities(self.con, slots) if self.con is not None else None,
+                           extra=self._extra_metrics(t, tasks))
+
+    def _extra_metrics(self, t: int, tasks: list[ChainTask]) -> dict:
+        """Dr. Free's per-round keys, only for the runs that have them: ``iteration`` (several
+        iterations), ``drfree_chains`` (its chain construction's count), ``proposer_searches``
+        (searches per candidate of a searching proposer)."""
+        out = {}
+        if len(self.iteration_ends) > 1:
+            out["iteration"] = drfree_loop.iteration_of(t, self.iteration_ends)
+        if self.selection is not None:
+            out["drfree_chains"] = len(self.selection.ids)
+        if self.spec.task_source == "seed_document" and tasks:
+            cands = [c for task in tasks for c in task.candidates]
+            out["proposer_searches"] = float(np.mean([len(c.sequence.queries) for c in cands])) if cands else 0.0
+        return out
 
     # -- 1-2: proposer and gate ------------------------------------------------------------
     def _task_chains(self, t: int) -> list[ChainView]:
@@ -570,6 +674,13 @@ class Trainer:
             queries = eog.draw_queries(self._topology_graph, self.patterns, m.chains_per_round, self.seed_for(t, 1),
                                        m.topology_max_answers, self._held_out)
             return eog.topology_views(self.con, queries, self.titles, self._topology_graph)
+        if self.spec.task_source == "kg_chains" and self.drfree.chain_selection == "drfree":
+            if self.selection is None:  # Dr. Free's chain construction (seed 002, Fig. 5, Table 7), once a run
+                self.selection = drfree_loop.ChainSelection(self.con, self.search, self.cfg.search.topk,
+                                                            m.drfree_hop_ratio, self.cfg.pool.seed)
+                log.info("Dr. Free chains: %d of G_0's %d (rejected %s)", len(self.selection.ids),
+                         self.selection.result["considered"], self.selection.result["rejections"])
+            return [chain_view(c) for c in self.selection.sample(self.con, m.chains_per_round, self.seed_for(t, 1))]
         if self.spec.task_source == "kg_chains":
             return [chain_view(c) for c in sample_chains(self.con, m.chains_per_round, seed=self.seed_for(t, 1),
                                                         run=self.pool_run, round=t,
@@ -584,7 +695,8 @@ class Trainer:
         first = dict(self.con.execute(
             "SELECT entity_id, arg_min(text, paragraph) FROM passages WHERE entity_id IN (SELECT unnest(?)) "
             "GROUP BY entity_id", [picked]).fetchall())
-        # SSP (section 4.1): the proposer sees one answer entity and its passage, no KG structure
+        # SSP (section 4.1): an answer entity, no KG structure; its proposer reads only the title and
+        # searches (method/ssp.py)
         return [ChainView(-1, "", [e], [self.titles[e]], [], [first[e]]) for e in picked]
 
     def propose(self, t: int) -> tuple[list[ChainTask], list[Slot]]:
@@ -593,7 +705,11 @@ class Trainer:
         n_slots = m.chains_per_round * m.admit_top_k
         if self.spec.task_source == "seed_pool":
             return [], self._seed_slots(t, n_slots)
+        if self.spec.task_source == "seed_document":
+            return self._propose_with_search(t, n_slots)
         chains = self._task_chains(t)
+        if self.spec.proposer_search:
+            return self._propose_ssp(t, chains, n_slots)
         queries = self.spec.task_source == "kg_topology"
         prompts = (eog.topology_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain, m.topology_prompt)
                    if queries else proposer_prompts(self.policy.chat_prompt, chains, m.candidates_per_chain))
@@ -618,7 +734,7 @@ class Trainer:
             else:
                 verdicts = gate(chain, parsed[c_idx], self.verifier, m.gate_threshold,
                                 m.admit_top_k, m.gate_aggregation, allow_topic=m.gate_allow_topic,
-                                leak_filter=self.spec.leak_filter)
+                                leak_filter=self.spec.leak_filter, multi_hop_veto=m.gate_multi_hop_veto)
             task = ChainTask(chain, [Candidate(mine[v.index], v) for v in verdicts])
             for cand in task.candidates:
                 if cand.verdict.admitted:  # a query's slot is scored against its complete answer set
@@ -631,6 +747,74 @@ class Trainer:
         missing = n_slots - len(slots)
         if missing > 0:  # seed fallback (section 3.2)
             slots += self._seed_slots(t, missing)
+        return tasks, slots
+
+    def _propose_with_search(self, t: int, n_slots: int) -> tuple[list[ChainTask], list[Slot]]:
+        """Dr. Free's "w/o KG" row (seed 002, Table 2; ``drfree_loop``): Dr. Zero-style, M searching
+        proposer rollouts per seed document (one entity's passage, drawn as SSP's), each candidate
+        gated with its own evidence (the document and the passages it retrieved) and hop label
+        (its searches); empty slots take seed questions."""
+        m, r = self.cfg.method, self.cfg.rollout
+        docs = self._task_chains(t)  # one entity and its first passage each, as SSP's answer entities
+        trajectories = rollout(self.policy, self.search, [d.titles[0] for d in docs], m.candidates_per_chain,
+                               max_turns=r.max_turns, topk=self.cfg.search.topk, temperature=r.temperature,
+                               top_p=r.top_p, max_new_tokens=m.proposer_max_new_tokens,
+                               max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 2),
+                               user_messages=drfree_loop.search_proposer_messages(docs))
+        found = sorted({p for tr in trajectories for p in tr.passage_ids})
+        passages = {int(p): (int(e), text) for p, e, text in self.con.execute(
+            "SELECT passage_id, entity_id, text FROM passages WHERE passage_id IN (SELECT unnest(?))",
+            [found]).fetchall()} if found else {}
+        tasks, slots = [], []
+        for c, doc in enumerate(docs):
+            mine = trajectories[c * m.candidates_per_chain:(c + 1) * m.candidates_per_chain]
+            evidence = [drfree_loop.evidence_view(doc, tr, passages, self.titles) for tr in mine]
+            # each candidate gated against its own evidence (its answer among the entities it found or
+            # the document's, none of them named), then the document's top k of those that passed
+            verdicts = [dataclasses.replace(gate(ev, [cand], self.verifier, m.gate_threshold, 1, m.gate_aggregation,
+                                                 allow_topic=m.gate_allow_topic, leak_filter=self.spec.leak_filter)[0],
+                                            index=i, admitted=False)
+                        for i, (ev, cand) in enumerate(zip(evidence, parse_candidates([tr.text for tr in mine])))]
+            for v in sorted((v for v in verdicts if v.passed), key=lambda v: (-v.q, v.index))[:m.admit_top_k]:
+                v.admitted = True
+            task = ChainTask(doc, [Candidate(mine[v.index], v, evidence=evidence[v.index],
+                                             hops=drfree_loop.searched_hops(mine[v.index])) for v in verdicts])
+            for cand in task.candidates:
+                if cand.verdict.admitted:
+                    cand.slot = Slot(cand.verdict.question, [cand.verdict.answer], cand.hops, "generated",
+                                     cand.evidence, cand)
+                    slots.append(cand.slot)
+            tasks.append(task)
+        if n_slots > len(slots):
+            slots += self._seed_slots(t, n_slots - len(slots))
+        return tasks, slots
+
+    def _propose_ssp(self, t: int, chains: list[ChainView], n_slots: int) -> tuple[list[ChainTask], list[Slot]]:
+        """SSP as published (``method/ssp.py``): per answer entity, M proposer rollouts that search,
+        SSP's rule checks and RAG verification; the valid ones' first k are posed."""
+        m, r = self.cfg.method, self.cfg.rollout
+        answers = [c.titles[0] for c in chains]
+        trajectories = ssp.propose(self.policy, self.search, answers, m.candidates_per_chain, max_turns=r.max_turns,
+                                   topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p,
+                                   max_new_tokens=r.max_new_tokens, max_total_tokens=r.max_total_tokens,
+                                   seed=self.seed_for(t, 2))
+        budget = r.max_total_tokens - r.max_new_tokens
+        verdicts = ssp.verdicts(trajectories, answers, m.candidates_per_chain, m.admit_top_k,
+                                min_words=m.ssp_min_question_words, min_searches=m.ssp_min_searches,
+                                noise=m.ssp_rag_noise, seed=self.seed_for(t, 6),
+                                generate=ssp.greedy(self.policy, r.max_new_tokens),
+                                fits=lambda p: len(self.policy.encode(self.policy.chat_prompt(p))) <= budget)
+        tasks, slots = [], []
+        for c, (chain, mine) in enumerate(zip(chains, verdicts)):
+            task = ChainTask(chain, [Candidate(trajectories[c * m.candidates_per_chain + v.index], v) for v in mine])
+            for cand in task.candidates:
+                if cand.verdict.admitted:
+                    hops = max(1, len(cand.sequence.queries))
+                    cand.slot = Slot(cand.verdict.question, [cand.verdict.answer], hops, "generated", chain, cand)
+                    slots.append(cand.slot)
+            tasks.append(task)
+        if n_slots > len(slots):  # seed fallback (section 3.2; SSP reuses earlier questions)
+            slots += self._seed_slots(t, n_slots - len(slots))
         return tasks, slots
 
     def _seed_slots(self, t: int, k: int) -> list[Slot]:
@@ -647,7 +831,8 @@ class Trainer:
         trajectories = rollout(
             self.policy, self.search, [s.question for s in slots], m.group_size, max_turns=r.max_turns,
             topk=self.cfg.search.topk, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
-            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4) if seed is None else seed, kg=self.kg)
+            max_total_tokens=r.max_total_tokens, seed=self.seed_for(t, 4) if seed is None else seed, kg=self.kg,
+            graph=self.graph)
         for traj in trajectories:
             slots[traj.question_index].rollouts.append(Rollout(traj, None))
 
@@ -663,7 +848,8 @@ class Trainer:
             for roll in slot.rollouts:
                 roll.score = score_trajectory(roll.trajectory, slot.answers,
                                               answer_candidates(roll.trajectory, on_chain, self.titles),
-                                              graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)), m)
+                                              graph, self.solver_reward, m.beta_path, slot, paths.get(id(roll)), m,
+                                              answer_sets=self.graph is not None)
         if not self.proposer_reward or self.rollout_free:
             return
         schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)
@@ -672,7 +858,7 @@ class Trainer:
             outcomes = {c.verdict.index: R.GroupOutcome(c.slot.correct, tuple(r.score.reward for r in c.slot.rollouts))
                         for c in task.candidates if c.slot is not None}
             rewards = proposer_rewards(verdicts, outcomes, schedule, m.extraction_penalty, self.proposer_reward,
-                                       m.penalize_rejected, chain=task.chain, policy=self.policy,
+                                       m.penalize_rejected, chain=task.chain, policy=self.scorer,
                                        search=self.search, options=m)
             for cand, r_p in zip(task.candidates, rewards):
                 cand.reward = r_p
@@ -684,12 +870,13 @@ class Trainer:
         rollout; the solver's G rollouts then serve the solver's update alone."""
         m = self.cfg.method
         schedule = R.Schedule(t, m.anneal_steps or m.steps, m.p_start, m.p_end, m.sigma)
-        per_task = rollout_free_rewards([(task.chain, [c.verdict for c in task.candidates]) for task in tasks],
-                                        schedule, m.extraction_penalty, self.proposer_reward, m.penalize_rejected,
-                                        policy=self.policy, search=self.search, options=m)
-        for task, rewards in zip(tasks, per_task):
-            for cand, r_p in zip(task.candidates, rewards):
-                cand.reward = r_p
+        # one entry per candidate: a searching proposer's candidate (w/o KG) has evidence of its own
+        cands = [(c, c.evidence or task.chain) for task in tasks for c in task.candidates]
+        per_cand = rollout_free_rewards([(chain, [c.verdict]) for c, chain in cands], schedule, m.extraction_penalty,
+                                        self.proposer_reward, m.penalize_rejected, policy=self.scorer,
+                                        search=self.search, options=m)
+        for (cand, _), (r_p,) in zip(cands, per_cand):
+            cand.reward = r_p
 
     def _llm_paths(self, slots: list[Slot]) -> dict[int, list[int]]:
         """Eq. 8 by the LLM extractor (``method.path_extractor = llm``) for every correct rollout of
@@ -699,8 +886,7 @@ class Trainer:
             return {}
         todo = [(slot, roll) for slot in slots for roll in slot.rollouts
                 if exact_match(roll.trajectory.answer or "", slot.answers)]
-        items = [(slot.question, roll.trajectory.text,
-                  answer_candidates(roll.trajectory, gold_entities(slot), self.titles), roll.trajectory.answer)
+        items = [extraction_item(slot.question, roll.trajectory, gold_entities(slot), self.titles)
                  for slot, roll in todo]
         return {id(roll): path for (_, roll), path in zip(todo, self.extractor.extract_many(items))} if items else {}
 
@@ -727,12 +913,19 @@ class Trainer:
                               * torch.tensor(roll.trajectory.loss_mask))
         scored = [(c.sequence, c.reward) for task in tasks for c in task.candidates
                   if c.reward is not None and c.sequence.response_ids and self.spec.update_proposer]
+        if scored and self.drfree.proposer_algorithm == "hrpo":  # seed 002's proposer (update.hrpo_advantages)
+            hops = [drfree_loop.candidate_hops(task.chain, c.hops) for task in tasks for c in task.candidates
+                    if c.reward is not None and c.sequence.response_ids and self.spec.update_proposer]
+            for (s, _), a in zip(scored, hrpo_advantages([r for _, r in scored], hops, m.adv_eps)):
+                rows.append(s)
+                advantages.append(torch.full((len(s.response_ids),), float(a)) * torch.tensor(s.loss_mask))
+            scored = []
         if scored:
             width = max(len(s.response_ids) for s, _ in scored)
             mask = torch.zeros(len(scored), width)
             terminal = torch.zeros(len(scored))
-            for i, (s, r) in enumerate(scored):
-                mask[i, :len(s.response_ids)] = 1
+            for i, (s, r) in enumerate(scored):  # a searching proposer's (SSP) retrieved tokens are masked
+                mask[i, :len(s.response_ids)] = torch.tensor(s.loss_mask, dtype=torch.float32)
                 terminal[i] = r
             prop_adv = reinforce_pp_advantages(terminal, mask, gamma=m.discount, eps=m.adv_eps)
             for i, (s, _) in enumerate(scored):
@@ -842,3 +1035,18 @@ class Trainer:
         self.kl.update(sums["kl"], len(rows))
         return {**sums, "skipped": 0}
 
+
+
+class _BaseOnly:
+    """A LoRA policy seen without its adapters (``Policy.base_only``) for scoring: Dr. Free's fixed
+    anchor when there is no separate reference copy."""
+
+    def __init__(self, policy):
+        self._policy = policy
+
+    def __getattr__(self, name):
+        return getattr(self._policy, name)
+
+    def token_logprobs(self, *args, **kwargs):
+        with self._policy.base_only():
+            return self._policy.token_logprobs(*args, **kwargs)

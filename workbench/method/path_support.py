@@ -1,7 +1,8 @@
 """Path support verification (seed 000, section 3.3, Eqs. 8-9).
 
 Eq. 8: the entity path a trajectory traversed, :func:`extract_path` (deterministic, ours) or any
-callable of the same signature (an LLM judge, for capable models: ``PathExtractor``).
+callable of the same signature (an LLM judge, for capable models: ``PathExtractor``), over the
+entities :func:`grounded` in the trajectory's retrieved passages only.
 
 Relation consistency M(u, v) against the current evidence graph G_t (:class:`EvidenceGraph`):
 
@@ -282,6 +283,28 @@ def extract_path(queries: Sequence[str], retrieved_entity_ids: Sequence[int],
         if match is not None:
             path = [e for e in path if e != match] + [match]
     return path
+
+
+def grounded(retrieved_entity_ids: Sequence, retrieved_texts: Sequence[str], candidates: Mapping[int, str]
+             ) -> dict[int, str]:
+    """The entities of ``candidates`` (id -> title) that appear in a trajectory's retrieved
+    passages, the only ones Eq. 8's path may use (section 3.3: "the extracted entities are already
+    grounded in the retrieved passages"; path support never grants process reward for what the
+    search did not find): the entity of a passage it retrieved (``retrieved_entity_ids``), or one
+    whose title a retrieved text names (``retrieved_texts``, the inserted ``<information>`` blocks;
+    case-insensitive whole-word match, as :func:`extract_path`'s). Retrieval order, then the rest
+    in ``candidates``' order.
+
+    Example:
+        >>> grounded([1], ["Ann was born in Rome."], {1: "Ann", 2: "Rome", 3: "Italy"})
+        {1: 'Ann', 2: 'Rome'}
+    """
+    out = {e: candidates[e] for e in retrieved_entity_ids if e in candidates}
+    texts = [word_key(t) for t in retrieved_texts]
+    for e, title in candidates.items():
+        if e not in out and (key := _title_key(title)) != "  " and any(key in t for t in texts):
+            out[e] = title
+    return out
 
 
 # The slot for an LLM-judge extractor: same arguments as extract_path, returns entity ids.

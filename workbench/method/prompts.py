@@ -21,8 +21,9 @@ VERIFIER_PROMPT = (
 EXTRACTOR_PROMPT = (
     "Below is a question, a search agent's trajectory (its reasoning, its searches and the passages "
     "it retrieved) and its final answer. List the chain of entities the trajectory went through to "
-    "reach the answer, in order, ending with the answer entity. Use only titles from the candidate "
-    "list, copied exactly, one per line, and nothing else.\n"
+    "reach the answer, in order, ending with the answer entity. Use only entities the retrieved "
+    "passages mention (the candidates are the retrieved passages' titles), titles copied exactly, "
+    "one per line, and nothing else.\n"
 )
 
 

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from workbench.config import MethodConfig
 from workbench.method.registry import Registry
-from workbench.scoring import hit_at_1, set_f1
+from workbench.scoring import answer_list, hit_at_1, normalize_answer, set_f1
 
 
 def _check_unit(name: str, value: float) -> float:
@@ -217,8 +217,10 @@ def ssp_adversarial(x: ProposerInputs) -> float:
 def dr_zero(x: ProposerInputs) -> float:
     """Dr. Zero style: (n - k)/(n - 1) for k of n correct; an unsolved question (k = 0) earns 0.
 
-    Hardest solvable (k = 1) scores 1, trivial (k = n) 0. Our reading of the seed README's
-    "(n - k)/(n - 1)"; needs n >= 2.
+    Hardest solvable (k = 1) scores 1, trivial (k = n) 0; needs n >= 2. The formula, its 0 for an
+    unsolved question included, is ours: no seed (000-004) states it. Seed 002 names only Dr. Zero's
+    (Yue et al. 2026) "pass-rate difficulty reward" (its Table 2's "Difficulty Only" row), computed
+    from solver rollouts, without a formula.
     """
     correct = _outcome(x).correct
     n, k = len(correct), sum(bool(c) for c in correct)
@@ -367,39 +369,69 @@ def _answer_set(x: SolverInputs) -> list[str] | None:
     return list(x.slot.answers) if getattr(chain, "pattern", "") else None
 
 
-@SOLVER_REWARDS.register("eog_hit1")
-def eog_hit1(x: SolverInputs) -> float:
-    """EoG (seed 004): Hit@1 of the solver's single answer over the query's complete answer set
-    (``scoring.hit_at_1``); on a slot without a set (a seed question) it is R_ans, its EM.
+def _answers(x: SolverInputs) -> list[str]:
+    """The solver's answers as a ranked list: EoG's graph-tool solver writes a ``;``-separated set
+    (``scoring.answer_list``); a solver that answers one string gives a list of one."""
+    return answer_list(getattr(x.trajectory, "answer", None))
+
+
+def entity_f1(predictions: Sequence[str], aliases: Sequence[str]) -> float:
+    """Set F1 of ``predictions`` against a set of ONE entity named by ``aliases`` (a seed question's
+    golds): recall is 1 when any prediction names it, precision the share of the distinct
+    predictions that do (each alias names the same entity). A single correct answer scores 1, as EM.
 
     Example:
-        >>> eog_hit1(SolverInputs(1.0))
+        >>> entity_f1(["Zafonil"], ["Zafonil", "Federation of Zafonil"]), entity_f1(["Zafonil", "Rome"], ["Zafonil"])
+        (1.0, 0.6666666666666666)
+        >>> entity_f1(["Rome"], ["Zafonil"]), entity_f1([], ["Zafonil"])
+        (0.0, 0.0)
+    """
+    golds = {normalize_answer(a) for a in aliases} - {""}
+    pred = {n for n in (normalize_answer(p) for p in predictions) if n}
+    precision = len(pred & golds) / len(pred) if pred else 0.0
+    return 2 * precision / (1 + precision) if precision else 0.0
+
+
+@SOLVER_REWARDS.register("eog_hit1")
+def eog_hit1(x: SolverInputs) -> float:
+    """EoG (seed 004): Hit@1 of the solver's first answer over the query's complete answer set
+    (``scoring.hit_at_1``); on a slot without a set (a seed question: one entity, its aliases) the
+    first answer's EM.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> slot = NS(chain=NS(pattern="2p"), answers=["Rome", "Oslo"])
+        >>> eog_hit1(SolverInputs(0.0, trajectory=NS(answer="Oslo; Bern"), slot=slot))
         1.0
     """
     answers = _answer_set(x)
-    if answers is None:
+    if answers is None and x.slot is None:  # no question to score against: the given correctness
         return exact_match_reward(x)
-    return hit_at_1(getattr(x.trajectory, "answer", None), answers)
+    return hit_at_1(_answers(x), answers if answers is not None else list(x.slot.answers))
 
 
 @SOLVER_REWARDS.register("eog_f1")
 def eog_f1(x: SolverInputs) -> float:
-    """EoG (seed 004): set F1 of the solver's answer over the query's complete answer set
-    (``scoring.set_f1``; the solver answers one string, so a hit scores 2 / (1 + |A|)); on a slot
-    without a set (a seed question: one entity, its aliases) it is R_ans, as F1 = Hit@1 on a
-    one-member set. EoG names Hit@1 and F1 as its metrics but not its training reward (ours: F1,
-    so a question with many answers, a list rather than a fact, earns the solver less).
+    """EoG (seed 004): set F1 of the solver's answers (its ``;``-separated set, ``scoring.answer_list``)
+    over the query's complete answer set (``scoring.set_f1``); on a slot without a set (a seed
+    question: one entity, its aliases) :func:`entity_f1`, which is EM for a single answer. EoG names
+    Hit@1 and F1 as its metrics but not its training reward (ours: F1, so listing wrong answers
+    costs precision and missing ones recall).
 
     Example:
         >>> from types import SimpleNamespace as NS
         >>> slot = NS(chain=NS(pattern="2p"), answers=["Rome", "Oslo", "Bern"])
         >>> eog_f1(SolverInputs(1.0, trajectory=NS(answer="Oslo"), slot=slot))
         0.5
+        >>> eog_f1(SolverInputs(1.0, trajectory=NS(answer="Oslo; Rome; Bern"), slot=slot))
+        1.0
     """
     answers = _answer_set(x)
-    if answers is None:
+    if answers is not None:
+        return set_f1(_answers(x), answers)
+    if x.slot is None:  # no question to score against: the given correctness
         return exact_match_reward(x)
-    return set_f1(getattr(x.trajectory, "answer", None), answers)
+    return entity_f1(_answers(x), list(x.slot.answers))
 
 
 def _multi_reward(x: SolverInputs, accuracy_only: bool) -> dict:

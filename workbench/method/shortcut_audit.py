@@ -12,7 +12,11 @@ A question is *answerable* from a shortcut when the judge's answer matches the h
 single-component counts when any one passage suffices (Table 16). The paper's judge is an LLM
 returning answerable / unique flags; ours (the tiny tier) is a policy answering greedily after
 ``<answer>`` with the context as its retrieved information, so answerable = its answer matches
-(there is no unique flag). The share per shortcut gets a Wilson 95% interval; methods are compared
+(there is no unique flag). The judge is never a model being audited (:func:`check_independent`):
+by default it is the base every run starts from (:func:`default_judge`: the preset's warm start, or
+its ``backbone.model``), trained on none of the audited questions and the same for every run; a
+checkpoint of an audited run is refused. (Before issue 40 the default was the first run's own best
+checkpoint, which judged its own questions.) The share per shortcut gets a Wilson 95% interval; methods are compared
 with one-sided Fisher exact tests (scipy.stats.fisher_exact), as Table 5's last rows.
 
 Example:
@@ -79,6 +83,9 @@ def generated_questions(con, run: str, n: int, seed: int = 0) -> list[dict]:
     if not rows:
         raise ValueError(f"--run {run!r}: the store holds no generated questions of this run "
                          "(train it with a method that generates questions, e.g. --method drfree)")
+    if any(r[4] is None or r[4] < 0 for r in rows):
+        raise ValueError(f"--run {run!r}: its questions come from no G_0 chain (a searching proposer, e.g. "
+                         "drfree_wo_kg, or SSP), and the audit's contexts are a chain's passages")
     firsts: dict[str, tuple] = {}
     for r in rows:
         firsts.setdefault(r[1].strip().lower(), r)
@@ -146,14 +153,53 @@ def summarize(per_run: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFr
     return shares, pd.DataFrame(tests, columns=["run", "vs", "shortcut", "p_less"])
 
 
-def default_judge(run: str):
-    """The judge model of an audit led by ``run``: its best-validation checkpoint (``runs/RUN/best``)."""
+def default_judge(con, preset: str = "tiny"):
+    """The independent judge (Table 5 audits each method's questions with one judge that is none of
+    them): the base every run starts from -- the preset's tiny warm start (from the cache, trained
+    there when missing; ``con``, the audited store, is the world its key is made from) or its
+    ``backbone.model``.
+
+    Example:
+        >>> # default_judge(store.connect("data/tiny.duckdb"), "tiny")  # the tiny warm start's folder
+    """
+    from workbench import paths
+    from workbench.config import preset as get_preset
+
+    cfg = get_preset(preset)
+    if cfg.backbone.model != "tiny":
+        return paths.local_model(cfg.backbone.model)
+    from workbench.policy.warmstart import warmstart
+
+    return warmstart(con, preset=cfg, seed=cfg.backbone.seed, log=lambda *_: None)
+
+
+def check_independent(judge, runs: Sequence[str]) -> None:
+    """ValueError when the judge is a checkpoint of one of the audited ``runs``: a folder under
+    ``runs/RUN/`` of this workbench, or a model whose ``workbench.json`` names the run (a copy, or
+    another ``WORKBENCH_RUNS``).
+
+    Example:
+        >>> check_independent("data/models/base", ["drfree"])
+        >>> check_independent("runs/drfree/best", ["drfree"])
+        Traceback (most recent call last):
+        ...
+        ValueError: --judge runs/drfree/best: a checkpoint of run 'drfree', which is audited; the judge must be independent of the audited models (seed 002, Table 5): pass another model, or leave --judge out for the runs' base
+    """
+    import json
+    from pathlib import Path
+
     from workbench.method.train import run_dir
 
-    best = run_dir(run) / "best"
-    if not best.exists():
-        raise FileNotFoundError(f"--judge: run {run!r} has no best checkpoint at {best}; pass --judge MODEL")
-    return best
+    path = Path(judge)
+    meta = path / "workbench.json"
+    own = json.loads(meta.read_text()).get("run") if meta.exists() else None
+    for run in runs:
+        inside = path.resolve().is_relative_to(run_dir(run).resolve()) or (
+            path.parts[:2] == ("runs", run))  # a relative runs/RUN/... as written
+        if inside or own == run:
+            raise ValueError(f"--judge {judge}: a checkpoint of run {run!r}, which is audited; the judge must be "
+                             "independent of the audited models (seed 002, Table 5): pass another model, or leave "
+                             "--judge out for the runs' base")
 
 
 def split_run(spec: str, db) -> tuple[str, object]:
@@ -171,9 +217,10 @@ def split_run(spec: str, db) -> tuple[str, object]:
 def audit_store(db, runs: Sequence[str], n: int = 100, seed: int = 0, judge=None, preset: str = "tiny") -> dict:
     """The audit of ``runs``, ``n`` sampled generated questions each: ``RUN`` in the store ``db`` (a
     path or an open connection) or ``RUN@STORE`` (:func:`split_run`), with one judge model
-    ``judge`` (default: the first run's best checkpoint, the current solver at the tiny tier) and
-    the preset's training retriever for the one-shot shortcut. Returns ``per_question`` ({run:
-    DataFrame}), ``shares`` and ``tests`` (:func:`summarize`) and ``judge``.
+    ``judge`` independent of them (default: :func:`default_judge`, the base every run starts from;
+    a checkpoint of an audited run is refused, :func:`check_independent`) and the preset's training
+    retriever for the one-shot shortcut. Returns ``per_question`` ({run: DataFrame}), ``shares`` and
+    ``tests`` (:func:`summarize`) and ``judge`` (its path).
 
     Example:
         >>> # audit_store("data/tiny.duckdb", ["drfree", "coevokg"], n=100)["shares"]
@@ -189,7 +236,15 @@ def audit_store(db, runs: Sequence[str], n: int = 100, seed: int = 0, judge=None
         raise ValueError("--run: name at least one run")
     cfg = get_preset(preset)
     pairs = [split_run(r, db) for r in runs]
-    judge = judge or default_judge(pairs[0][0])
+    if judge is None:
+        first = pairs[0][1]
+        con = store.connect(first, read_only=True) if not hasattr(first, "execute") else first
+        try:
+            judge = default_judge(con, preset)
+        finally:
+            if con is not first:
+                con.close()
+    check_independent(judge, [run for run, _ in pairs])
     policy = Policy.load(judge)
     per_run = {}
     for run, where in pairs:

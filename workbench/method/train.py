@@ -41,7 +41,7 @@ from safetensors import SafetensorError
 from workbench import paths, store
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.kg import topology_qa
-from workbench.method import distributed
+from workbench.method import distributed, drfree_loop
 from workbench.method.eog_warmstart import topology_demos
 from workbench.method.loop import Laps, Trainer
 from workbench.method.methods import method_spec, uses_kg_tool
@@ -115,7 +115,7 @@ def validation_em(trainer: Trainer, limit: int) -> float:
     cfg = trainer.cfg
     questions = load_questions(trainer.con, cfg.method.val_dataset, "val", limit)
     scored = score_questions(trainer.policy, trainer.search, questions, cfg.rollout, cfg.search.topk,
-                             kg=trainer.kg)
+                             kg=trainer.kg, graph=trainer.graph)
     return float(scored["em"].mean())
 
 
@@ -168,6 +168,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             with damaged_checkpoint(found):
                 trainer.load_state_dict({**state, "optimizer": distributed.load_optimizer(found, policy.device)})
+        _restore_anchor(trainer, folder, state["completed"])
         if dist is not None:
             distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
@@ -390,14 +391,40 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             if metrics["val_em"] > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
-                           tool_settings(cfg.method) if trainer.kg is not None else None)
+                           tool_settings(cfg.method) if trainer.kg is not None else None,
+                           trainer.graph.settings if trainer.graph is not None else None)
                 lap("best")
             state["completed"] = t + 1
+            if len(trainer.iteration_ends) > 1 and state["completed"] in trainer.iteration_ends:
+                _end_iteration(trainer, folder, trainer.iteration_ends.index(state["completed"]) + 1)
+                lap("iteration")
             save_checkpoint(folder, trainer, state)
             lap("checkpoint")
             _write_progress(trainer, folder, state, "running")
             bar.set_postfix(round_postfix(metrics, state["best_val"]), refresh=False)
             bar.update(1)  # one redraw a round: one line in papermill's log
+
+
+def _end_iteration(trainer: Trainer, folder: Path, k: int) -> None:
+    """Iteration ``k`` ended (seed 002, Table 9; ``drfree_loop``): the run's best so far is kept as
+    ``iterations/iter-K`` (before the round's checkpoint, so a resume never misses it) and, with
+    ``method.drfree_anchor=updated``, scores Dr. Free's likelihoods from the next round on."""
+    kept = drfree_loop.save_iteration(folder, k)
+    if k < len(trainer.iteration_ends) and trainer.uses_anchor:
+        trainer.set_anchor(kept)
+
+
+def _restore_anchor(trainer: Trainer, folder: Path, completed: int) -> None:
+    """A resumed run's ``updated`` anchor: the last iteration it finished (none in iteration 1)."""
+    if not trainer.uses_anchor or len(trainer.iteration_ends) < 2:
+        return
+    path = drfree_loop.anchor_for(folder, completed, trainer.iteration_ends)
+    if path is None:
+        return
+    if not path.exists():
+        raise ValueError(f"--resume: {path} (the Dr. Free anchor after {completed} rounds) is missing; resume with "
+                         f"the run's first --steps (its iterations end at rounds {trainer.iteration_ends})")
+    trainer.set_anchor(path)
 
 
 def _write_progress(trainer: Trainer, folder: Path, state: dict, status: str) -> None:
@@ -466,10 +493,10 @@ def kg_warmstart(spec, cfg: Config) -> dict | None:
 
 
 def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em: float,
-               kg_tool: dict | None = None) -> None:
+               kg_tool: dict | None = None, graph_tools: dict | None = None) -> None:
     """The best-validation policy, with a ``workbench.json`` holding its Table 1 labels (the base's
     backbone, this method) and where it came from, so ``workbench eval`` names its row without flags
-    (and, for a solver offered the KG tool, the tool's settings: eval offers it too).
+    (and, for a solver offered the KG tool or EoG's graph tools, their settings: eval offers them too).
     Written beside the old one, then swapped in."""
     from workbench.policy.model import model_labels
 
@@ -478,7 +505,8 @@ def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em
         policy.save(tmp)
         (tmp / "workbench.json").write_text(json.dumps(
             {"backbone": model_labels(base)["backbone"], "method": method, "run": run, "round": t, "val_em": val_em,
-             "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {})}, indent=2))
+             "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {}),
+             **({"graph_tools": graph_tools} if graph_tools else {})}, indent=2))
     best, old = folder / "best", folder / ".best-old"
     if old.exists():
         shutil.rmtree(old)

@@ -79,6 +79,37 @@ def reinforce_pp_advantages(rewards_at_terminal, mask: torch.Tensor, gamma: floa
     return torch.where(m > 0, (returns - mu) / (sigma + eps), 0.0)
 
 
+def hrpo_advantages(rewards, hops, eps: float = 1e-6) -> torch.Tensor:
+    """HRPO, the proposer's advantage of Dr. Free (seed 002, Table 6: "Algorithm HRPO"; the seed
+    does not define it, Dr. Zero does: Yue et al. 2026, arXiv 2601.07055, section 3.2):
+    A_i = (R_i - mean(R_{I_h})) / (std(R_{I_h}) + eps) over I_h, the batch's questions of hop count h,
+    one value per question (each question is sampled once; the hop group is its baseline).
+
+    std is the sample (Bessel-corrected) one, as :func:`grpo_advantages`; a hop count with one
+    question, or with equal rewards, gets advantage 0 (ours). Dr. Zero's HRPO is strictly on-policy
+    without ratio clipping; here it shares the clipped surrogate of :func:`policy_loss`, which equals
+    it on the round's first optimiser step (ratio 1; ``method.minibatches`` = 1 makes every step so).
+
+    Example:
+        >>> hrpo_advantages([1.0, 0.0, 0.5, 0.5, 2.0], [2, 2, 3, 3, 4], eps=0.0)
+        tensor([ 0.7071, -0.7071,  0.0000,  0.0000,  0.0000])
+    """
+    r = torch.as_tensor(rewards, dtype=torch.float32)
+    h = torch.as_tensor(hops)
+    if r.dim() != 1 or h.shape != r.shape:
+        raise ValueError(f"hrpo_advantages: expected one hop count per reward, got rewards {tuple(r.shape)} "
+                         f"and hops {tuple(h.shape)}")
+    adv = torch.zeros_like(r)
+    for hop in h.unique():
+        group = h == hop
+        if int(group.sum()) < 2:
+            continue
+        g = r[group]
+        if float(g.std()) > 0:  # equal rewards: no signal (0, not 0/0 at eps = 0)
+            adv[group] = (g - g.mean()) / (g.std() + eps)
+    return adv
+
+
 def probability_scale(logprobs: torch.Tensor, low: float = 0.5, high: float = 1.0) -> torch.Tensor:
     """Per-token advantage scale low + (high - low) * p, p = exp(logprob) (section 3.5, ours).
 

@@ -37,6 +37,13 @@ STOP_STRINGS = (SEARCH_CLOSE, ANSWER_CLOSE)
 KG_SEARCH_OPEN, KG_SEARCH_CLOSE = "<kg_search>", "</kg_search>"
 KG_TAGS = (KG_SEARCH_OPEN, KG_SEARCH_CLOSE)
 KG_STOP_STRINGS = STOP_STRINGS + (KG_SEARCH_CLOSE,)
+# EoG's graph tools (seed 004; search/graph_tools.py): offered instead of document search to the
+# methods that enable them (the EoG rows), whose answers are ';'-separated sets.
+RELATIONS_OPEN, RELATIONS_CLOSE = "<relations>", "</relations>"
+NEIGHBORS_OPEN, NEIGHBORS_CLOSE = "<neighbors>", "</neighbors>"
+GRAPH_TAGS = (RELATIONS_OPEN, RELATIONS_CLOSE, NEIGHBORS_OPEN, NEIGHBORS_CLOSE)
+GRAPH_STOP_STRINGS = (ANSWER_CLOSE, RELATIONS_CLOSE, NEIGHBORS_CLOSE)
+GRAPH_ACTIONS = ("relations", "neighbors")
 # Tags a tokenizer should keep whole (trained as special-ish tokens).
 TAGS = (THINK_OPEN, THINK_CLOSE, SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN, INFO_CLOSE,
         ANSWER_OPEN, ANSWER_CLOSE, QUESTION_OPEN, QUESTION_CLOSE)
@@ -62,6 +69,20 @@ INVALID_ACTION_KG = (
     "<answer> </answer>. Let me try again.\n"
 )
 
+SOLVER_INSTRUCTION_GRAPH = (
+    "Answer the question from the knowledge graph. Think inside <think> </think>. To list the relations "
+    "of an entity, write <relations> entity </relations>; to read the entities a relation leads to, write "
+    "<neighbors> entity | relation </neighbors> (several entities separated by ;). The results come back "
+    "inside <information> </information>. When you know the answers, write all of them inside <answer> "
+    "</answer>, separated by ;, with no explanation. Question: "
+)
+
+INVALID_ACTION_GRAPH = (
+    "\nMy previous action is invalid. To list an entity's relations, write <relations> entity </relations>; "
+    "to follow a relation, write <neighbors> entity | relation </neighbors>. To answer, write the answers "
+    "inside <answer> </answer>, separated by ;. Let me try again.\n"
+)
+
 INVALID_ACTION = (
     "\nMy previous action is invalid. To search, write the query inside <search> </search>. "
     "To answer, write it inside <answer> </answer>. Let me try again.\n"
@@ -85,29 +106,47 @@ class Action:
 _SEARCH_RE = re.compile(r"<search>(.*?)</search>", re.S)
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
 _KG_SEARCH_RE = re.compile(r"<kg_search>(.*?)</kg_search>", re.S)
+_RELATIONS_RE = re.compile(r"<relations>(.*?)</relations>", re.S)
+_NEIGHBORS_RE = re.compile(r"<neighbors>(.*?)</neighbors>", re.S)
 _CANDIDATE_RE = re.compile(r"<question>(.*?)</question>\s*<answer>(.*?)</answer>", re.S)
 
 
-def solver_user_message(question: str, kg: bool = False) -> str:
-    """The user turn that opens a solver rollout; ``kg`` offers the KG tool too (DynaSearcher).
+def solver_user_message(question: str, kg: bool = False, graph: bool = False) -> str:
+    """The user turn that opens a solver rollout; ``kg`` offers the KG tool too (DynaSearcher);
+    ``graph`` offers EoG's graph tools instead of document search, and asks for every answer.
 
     Example:
         >>> "<kg_search>" in solver_user_message("Who?"), "<kg_search>" in solver_user_message("Who?", kg=True)
         (False, True)
+        >>> "<neighbors>" in solver_user_message("Who?", graph=True), "<search>" in solver_user_message("Who?", graph=True)
+        (True, False)
     """
-    return (SOLVER_INSTRUCTION_KG if kg else SOLVER_INSTRUCTION) + question.strip() + "\n"
+    if kg and graph:
+        raise ValueError("a solver is offered the KG tool (method.kg_tool) or the graph tools (method.graph_tools), "
+                         "not both")
+    instruction = SOLVER_INSTRUCTION_GRAPH if graph else SOLVER_INSTRUCTION_KG if kg else SOLVER_INSTRUCTION
+    return instruction + question.strip() + "\n"
 
 
-def parse_action(turn_text: str, kg: bool = False) -> Action:
+def parse_action(turn_text: str, kg: bool = False, graph: bool = False) -> Action:
     """The action that ends one generated turn: the last complete search or answer tag (and
     ``<kg_search>``, kind 'kg_search', when ``kg``: a solver without the tool reads it as invalid).
+    With ``graph`` (EoG's tools) the actions are ``<relations>``, ``<neighbors>`` and the answer;
+    document search is not offered, so ``<search>`` is invalid there.
 
     Example:
         >>> parse_action("<kg_search> Kavimo </kg_search>"), parse_action("<kg_search> Kavimo </kg_search>", kg=True)
         (Action(kind='invalid', text=''), Action(kind='kg_search', text='Kavimo'))
+        >>> parse_action("<neighbors> Ann | born in </neighbors>", graph=True)
+        Action(kind='neighbors', text='Ann | born in')
+        >>> parse_action("<search> Ann </search>", graph=True).kind
+        'invalid'
     """
     last = None
-    patterns = (("search", _SEARCH_RE), ("answer", _ANSWER_RE)) + ((("kg_search", _KG_SEARCH_RE),) if kg else ())
+    if graph:
+        patterns = (("answer", _ANSWER_RE), ("relations", _RELATIONS_RE), ("neighbors", _NEIGHBORS_RE))
+    else:
+        patterns = (("search", _SEARCH_RE), ("answer", _ANSWER_RE)) + ((("kg_search", _KG_SEARCH_RE),) if kg else ())
     for kind, pattern in patterns:
         for match in pattern.finditer(turn_text):
             if last is None or match.end() > last[1]:

@@ -59,7 +59,11 @@ class Trajectory:
     finished_reason: str | None = None
     kg_queries: list[str] = field(default_factory=list)  # DynaSearcher's <kg_search> lookups, executed
     kg_entity_ids: list[int | None] = field(default_factory=list)  # ... the entity each one linked (None: none)
+    kg_tools: list[str] = field(default_factory=list)  # ... each one's tool: kg_search, or EoG's relations | neighbors
     invalid_actions: int = 0  # turns that ended in no valid action (they got the corrective message)
+    # the <information> blocks the environment inserted (document and KG results), each as the model
+    # saw it (cut to the token budget): what Eq. 8's path may be grounded in (path_support.grounded)
+    retrieved: list[str] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -78,14 +82,21 @@ class Trajectory:
 
 def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: int = 8, topk: int = 3,
             temperature: float = 0.6, top_p: float = 0.95, max_new_tokens: int = 64,
-            max_total_tokens: int = 1024, seed: int = 0, kg=None) -> list[Trajectory]:
+            max_total_tokens: int = 1024, seed: int = 0, kg=None, graph=None,
+            user_messages: list[str] | None = None) -> list[Trajectory]:
     """Roll out ``n_samples`` trajectories per question, batched; order is question-major.
 
     ``search`` is any object with ``search(list[str], k) -> list[list[Hit]]`` and
     ``render(hits) -> str`` (``workbench.search.tool.SearchTool``). Deterministic by ``seed``.
     ``kg`` (DynaSearcher, seed 003) offers the KG tool as well: a ``search.kg_search.KGSearch`` (or
     its remote client) answering ``<kg_search> entity </kg_search>``; without it the prompt, stop
-    strings and parsing are exactly the Search-R1 protocol's.
+    strings and parsing are exactly the Search-R1 protocol's. ``graph`` (EoG, seed 004) offers its
+    graph tools instead of document search (``search.graph_tools.GraphTools``: ``<relations>``,
+    ``<neighbors>``; their calls are recorded as KG calls, ``kg_queries`` with ``kg_tools``), and the
+    answer is a ``;``-separated set (``scoring.answer_list``). ``user_messages`` (one per question)
+    replace the solver's user turn: a proposer that searches before it writes (Dr. Free's "w/o KG"
+    row, SSP's searching proposer, ``method/ssp.py``) speaks the same protocol and ends at its
+    ``</answer>``.
 
     Example:
         >>> trajs = rollout(policy, tool, ["Who directed Rutel?"], 4, temperature=0)  # doctest: +SKIP
@@ -95,12 +106,18 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
     if n_samples < 1 or max_turns < 1 or topk < 1 or max_new_tokens < 1:
         raise ValueError(f"rollout: n_samples, max_turns, topk and max_new_tokens must be >= 1; got "
                          f"{n_samples}, {max_turns}, {topk}, {max_new_tokens}")
-    use_kg = kg is not None
-    stop = protocol.KG_STOP_STRINGS if use_kg else protocol.STOP_STRINGS
-    invalid = protocol.INVALID_ACTION_KG if use_kg else protocol.INVALID_ACTION
+    use_kg, use_graph = kg is not None, graph is not None
+    if use_kg and use_graph:
+        raise ValueError("rollout: kg (the KG tool) and graph (EoG's graph tools) cannot both be offered")
+    stop = protocol.GRAPH_STOP_STRINGS if use_graph else protocol.KG_STOP_STRINGS if use_kg else protocol.STOP_STRINGS
+    invalid = (protocol.INVALID_ACTION_GRAPH if use_graph else protocol.INVALID_ACTION_KG if use_kg
+               else protocol.INVALID_ACTION)
+    if user_messages is not None and len(user_messages) != len(questions):
+        raise ValueError(f"rollout: {len(user_messages)} user_messages for {len(questions)} questions")
     rows = []
     for qi, question in enumerate(questions):
-        prompt = policy.chat_prompt(protocol.solver_user_message(question, kg=use_kg))
+        prompt = policy.chat_prompt(protocol.solver_user_message(question, kg=use_kg, graph=use_graph)
+                                    if user_messages is None else user_messages[qi])
         prompt_ids = policy.encode(prompt)
         if len(prompt_ids) >= max_total_tokens:
             raise ValueError(f"rollout: question {qi} gives a {len(prompt_ids)}-token prompt, not below "
@@ -117,7 +134,7 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                                    temperature=temperature, top_p=top_p, stop=stop,
                                    seed=None if temperature == 0 else seed * 1_000_003 + turn)
         share = (time.perf_counter() - start) / len(active)
-        searching, looking_up = [], []
+        searching, looking_up, exploring = [], [], []
         for row, gen in zip(active, gens):
             row.gen_seconds += share
             row.turns += 1
@@ -127,7 +144,7 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                 ids, logprobs = ids[:budget], logprobs[:budget]
                 text = policy.tokenizer.decode(ids, skip_special_tokens=True)
             row._append(ids, text, True, logprobs)
-            action = protocol.parse_action(text, kg=use_kg)
+            action = protocol.parse_action(text, kg=use_kg, graph=use_graph)
             if action.kind == "answer":
                 row.answer, row.finished_reason = action.text, "answer"
             elif row.length >= max_total_tokens:
@@ -138,6 +155,8 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                 searching.append((row, action.text))
             elif action.kind == "kg_search":
                 looking_up.append((row, action.text))
+            elif action.kind in protocol.GRAPH_ACTIONS:
+                exploring.append((row, action))
             else:
                 row.invalid_actions += 1
                 _insert(policy, row, invalid, max_total_tokens)
@@ -151,9 +170,11 @@ def rollout(policy, search, questions: list[str], n_samples: int, *, max_turns: 
                 row.queries.append(query)
                 row.passage_ids += [_as_id(h.passage_id) for h in row_hits]
                 row.entity_ids += [_as_id(h.entity_id) for h in row_hits]
-                _insert(policy, row, block, max_total_tokens)
+                row.retrieved.append(_insert(policy, row, block, max_total_tokens))
         if looking_up:
             _kg_turn(policy, kg, looking_up, questions, max_total_tokens)
+        if exploring:
+            _graph_turn(policy, graph, exploring, max_total_tokens)
     return rows
 
 
@@ -168,7 +189,21 @@ def _kg_turn(policy, kg, looking_up: list, questions: list[str], max_total_token
         row.search_seconds += share
         row.kg_queries.append(query)
         row.kg_entity_ids.append(hit.entity_id)
-        _insert(policy, row, block, max_total_tokens)
+        row.kg_tools.append("kg_search")
+        row.retrieved.append(_insert(policy, row, block, max_total_tokens))
+
+
+def _graph_turn(policy, graph, exploring: list, max_total_tokens: int) -> None:
+    """Run one turn's graph-tool calls (EoG) and insert what each returns; each counts as a KG call."""
+    start = time.perf_counter()
+    hits = graph.run([(action.kind, action.text) for _, action in exploring])
+    share = (time.perf_counter() - start) / len(exploring)
+    for (row, action), hit in zip(exploring, hits):
+        row.search_seconds += share
+        row.kg_queries.append(action.text)
+        row.kg_entity_ids.append(hit.entity_id)
+        row.kg_tools.append(action.kind)
+        row.retrieved.append(_insert(policy, row, protocol.information_block(graph.render(hit)), max_total_tokens))
 
 
 def _as_id(value):
@@ -178,8 +213,9 @@ def _as_id(value):
     return int(value) if isinstance(value, int) or str(value).isdigit() else value
 
 
-def _insert(policy, row: Trajectory, text: str, max_total_tokens: int) -> None:
-    """Append environment text (mask 0), cut to the token budget; a cut row finishes ('length')."""
+def _insert(policy, row: Trajectory, text: str, max_total_tokens: int) -> str:
+    """Append environment text (mask 0), cut to the token budget; a cut row finishes ('length').
+    Returns the text appended."""
     ids = policy.encode(text)
     budget = max_total_tokens - row.length
     if len(ids) >= budget:
@@ -187,6 +223,7 @@ def _insert(policy, row: Trajectory, text: str, max_total_tokens: int) -> None:
         text = policy.tokenizer.decode(ids)
         row.finished_reason = "length"
     row._append(ids, text, False)
+    return text
 
 
 def batch_tensors(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, torch.Tensor]:
@@ -261,23 +298,26 @@ def load_questions(con, dataset: str, split: str | None = "test", limit: int | N
     return df
 
 
-def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch_size: int = 64, kg=None):
+def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch_size: int = 64, kg=None,
+                    graph=None):
     """Greedy rollouts (paper, section 4.1) on ``questions`` (a ``load_questions`` frame), scored
     with the Search-R1 metrics. Returns the frame with prediction, em, f1, cover_em, turns, and the
     searches executed per question (``searches_doc``, ``searches_kg``; ``kg``: the KG tool, offered
-    when given).
+    when given; ``graph``: EoG's graph tools, whose calls count as KG searches). A solver offered
+    the graph tools answers a set: its em, f1 and cover_em score the set's first answer (so em is
+    its Hit@1 against the golds), and ``prediction`` keeps the whole set (``evaluate.set_scores``).
 
     Example:
         >>> # scored = score_questions(policy, SearchTool(con), load_questions(con, "tinyworld", "val"), cfg.rollout)
     """
-    from workbench.scoring import cover_exact_match, exact_match, f1_score
+    from workbench.scoring import answer_list, cover_exact_match, exact_match, f1_score
 
     preds, turns, n_doc, n_kg = [], [], [], []
     texts = questions["question"].tolist()
     for start in range(0, len(texts), batch_size):
         trajs = rollout(policy, search, texts[start:start + batch_size], 1, max_turns=rollout_cfg.max_turns,
                         topk=topk, temperature=0.0, top_p=1.0, max_new_tokens=rollout_cfg.max_new_tokens,
-                        max_total_tokens=rollout_cfg.max_total_tokens, seed=0, kg=kg)
+                        max_total_tokens=rollout_cfg.max_total_tokens, seed=0, kg=kg, graph=graph)
         preds += [t.answer or "" for t in trajs]
         turns += [t.turns for t in trajs]
         n_doc += [len(t.queries) for t in trajs]
@@ -285,9 +325,10 @@ def score_questions(policy, search, questions, rollout_cfg, topk: int = 3, batch
     out = questions.copy()
     golds = [list(a) for a in out["answers"]]
     out["prediction"] = preds
-    out["em"] = [exact_match(p, g) for p, g in zip(preds, golds)]
-    out["f1"] = [f1_score(p, g) for p, g in zip(preds, golds)]
-    out["cover_em"] = [cover_exact_match(p, g) for p, g in zip(preds, golds)]
+    first = [(answer_list(p) or [""])[0] for p in preds] if graph is not None else preds
+    out["em"] = [exact_match(p, g) for p, g in zip(first, golds)]
+    out["f1"] = [f1_score(p, g) for p, g in zip(first, golds)]
+    out["cover_em"] = [cover_exact_match(p, g) for p, g in zip(first, golds)]
     out["turns"] = turns
     out["searches_doc"], out["searches_kg"] = n_doc, n_kg
     return out

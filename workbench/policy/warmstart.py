@@ -154,6 +154,81 @@ def _kg_solver_demo(search, kg, question: str, family: str, titles: Sequence[str
     return demo
 
 
+# ours: entities a graph-tool demonstration passes on per call or answers (10 names: ~40 tokens of a turn's 64)
+DEMO_MAX_LISTED = 10
+
+
+def names_relation(question: str, relation: str) -> bool:
+    """Whether ``question`` names ``relation``: every content word of the label occurs in it (ours:
+    a perfect graph-tool solver then follows it at once, else it lists the entity's relations first).
+
+    Example:
+        >>> names_relation("Where was Ann born?", "born in"), names_relation("Where is Acme based?", "headquartered in")
+        (True, False)
+    """
+    from workbench.search.kg_search import content_words
+
+    label = content_words(relation)
+    return bool(label) and label <= content_words(question)
+
+
+def tool_demo(calls: Sequence[tuple[str, str, str]], answers: Sequence[str]) -> list[tuple[str, bool]]:
+    """A graph-tool trajectory's segments: each ``(kind, text, rendered)`` call as ``<kind> text
+    </kind>`` (trained) and its rendered result as an information block (not trained), then the
+    answers, ``;``-separated, inside ``<answer>`` (trained).
+
+    Example:
+        >>> tool_demo([("neighbors", "Ann | born in", "Ann --born in--> Rome\\n")], ["Rome"])[0]
+        ('<neighbors> Ann | born in </neighbors>', True)
+    """
+    segments = []
+    for kind, text, rendered in calls:
+        segments.append((f"<{kind}> {text} </{kind}>", True))
+        segments.append((protocol.information_block(rendered), False))
+    segments.append((f"{protocol.ANSWER_OPEN} {'; '.join(answers)} {protocol.ANSWER_CLOSE}", True))
+    return segments
+
+
+def graph_solver_demo(graph, question: str, family: str, chain: Sequence[int], relations: Sequence[str | None],
+                      answer: str) -> Demo | None:
+    """A perfect solver with EoG's graph tools (``search.graph_tools.GraphTools``) on a question of the
+    five families, or None where it is not one (ours): along a path chain, each hop lists the entity's
+    relations first unless the question names the hop's relation (:func:`names_relation`), then follows
+    it with ``<neighbors>``; a comparison reads each subject's one year relation (``... in year``) the
+    same way, then answers. None when a hop reaches more than the chain's next entity (the graph does
+    not single out the gold answer), or a subject has no single year relation.
+
+    Example:
+        >>> # graph_solver_demo(GraphTools(con), "Where was Ann born?", "single_hop", [1, 2], ["born in"], "Rome")
+    """
+    titles = graph.titles
+    calls: list[tuple[str, str, str]] = []
+
+    def follow(entity: int, relation: str) -> tuple[int, ...]:
+        if not names_relation(question, relation):
+            hit = graph.call("relations", titles[entity])
+            calls.append(("relations", titles[entity], graph.render(hit)))
+        text = f"{titles[entity]} | {relation}"
+        hit = graph.call("neighbors", text)
+        calls.append(("neighbors", text, graph.render(hit)))
+        return hit.found
+
+    if family == "comparison":
+        for subject in chain:
+            years = [r for r in graph.relation_counts(subject) if r.endswith(" in year")]
+            if len(years) != 1 or len(follow(subject, years[0])) != 1:
+                return None
+    else:
+        if not relations or any(r is None for r in relations):
+            return None
+        for i, relation in enumerate(relations):
+            if follow(chain[i], relation) != (chain[i + 1],):
+                return None
+    demo = Demo("solver", family, protocol.solver_user_message(question, graph=True))
+    demo.segments = tool_demo(calls, [answer])
+    return demo
+
+
 def proposer_demo(titles: Sequence[str], relations: Sequence[str], passages: Sequence[str],
                   question: str, answer: str, family: str, eos: str) -> Demo:
     """Chain -> one candidate (Eq. 2's output format), ending with the end-of-turn token.
@@ -189,10 +264,12 @@ def hop_relations(con, chains: Sequence[Sequence[int]]) -> list[list[str | None]
 
 
 def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: str,
-                long_rate: float = 1.0, seed: int = 0, kg=None) -> list[Demo]:
+                long_rate: float = 1.0, seed: int = 0, kg=None, graph=None) -> list[Demo]:
     """Solver (and proposer) demonstrations from the questions of ``families`` in a store; a
     question of ``LONG_FAMILIES`` is kept with probability ``long_rate`` (deterministic by seed);
-    ``kg``: the store's KG tool, for demonstrations that use both tools (:func:`solver_demo`)."""
+    ``kg``: the store's KG tool, for demonstrations that use both tools (:func:`solver_demo`);
+    ``graph``: the store's graph tools (EoG), for demonstrations that use them alone
+    (:func:`graph_solver_demo`; a question they cannot demonstrate gets no solver demonstration)."""
     rows = con.execute(
         "SELECT question, family, answers, chain FROM questions WHERE family IN (SELECT unnest(?)) "
         "ORDER BY question_id", [list(families)]).fetchall()
@@ -211,7 +288,11 @@ def world_demos(con, search, families: Sequence[str], with_proposer: bool, eos: 
             continue
         names = [titles[e] for e in chain]
         path = all(r is not None for r in rels)
-        demos.append(solver_demo(search, question, family, names, answers[0], path, kg))
+        if graph is not None:
+            demo = graph_solver_demo(graph, question, family, chain, rels, answers[0])
+            demos += [demo] if demo is not None else []
+        else:
+            demos.append(solver_demo(search, question, family, names, answers[0], path, kg))
         if with_proposer and path and len(chain) >= 2:
             demos.append(proposer_demo(names, rels, [first_passage.get(e, "") for e in chain],
                                        question, answers[0], family, eos))
@@ -222,7 +303,12 @@ class ExtraDemos(Protocol):
     """Proposer demonstrations of another prompt, made in each throwaway world by a higher layer (EoG's
     topology queries: ``method.eog_warmstart.TopologyDemos``). ``name`` and ``settings`` enter the cache
     key (``params[name]``); ``share`` is their share of the proposer demonstrations; each demonstration's
-    family starts with ``name + ':'`` (the warm start's report counts them by family)."""
+    family starts with ``name + ':'`` (the warm start's report counts them by family).
+
+    Optional (read with defaults, None and 0): ``graph``, the settings of EoG's graph tools
+    (``search.graph_tools``): every solver demonstration then uses them instead of document search, the
+    tokenizer keeps their tags whole and validation offers them; ``solver_share``, the share of the solver
+    demonstrations that are the extra's own (its demonstrations of role 'solver')."""
 
     name: str
     settings: dict
@@ -241,20 +327,27 @@ def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
     longer families' questions kept at ``long_rate``. Returns (demos, worlds built). Deterministic by seed.
     ``kg`` (``KGSearch`` keyword arguments) makes the solver demonstrations use the KG tool too.
     ``extra`` takes ``extra.share`` of the proposer demonstrations (the chain ones keep the rest, so
-    the mix's size and its solver demonstrations are the default's).
+    the mix's size and its solver demonstrations are the default's); with ``extra.graph`` every solver
+    demonstration uses EoG's graph tools, and ``extra.solver_share`` of them are the extra's own.
     """
     from workbench.kg.tinyworld import build_world
     from workbench.search.tool import SearchTool
 
+    graph = getattr(extra, "graph", None)
+    if graph is not None and kg is not None:
+        raise ValueError("warm start: kg_tool and EoG's graph tools (extra_demos.graph): one solver protocol, not both")
     n_all = int(round(n_solver * proposer_share / max(1e-9, 1 - proposer_share)))
     n_extra = int(round(n_all * extra.share)) if extra is not None else 0
     n_proposer = n_all - n_extra
-    solver, proposer, extras, worlds = [], [], [], 0
-    while len(solver) < n_solver or len(proposer) < n_proposer or len(extras) < n_extra:
+    n_extra_solver = int(round(n_solver * getattr(extra, "solver_share", 0.0))) if extra is not None else 0
+    n_solver -= n_extra_solver
+    solver, proposer, extras, extra_solver, worlds = [], [], [], [], 0
+    while (len(solver) < n_solver or len(proposer) < n_proposer or len(extras) < n_extra
+           or len(extra_solver) < n_extra_solver):
         if worlds >= MAX_WORLDS:
             raise ValueError(f"warm start: {MAX_WORLDS} throwaway worlds gave only {len(solver)} solver, "
-                             f"{len(proposer)} proposer and {len(extras)} {extra.name if extra else 'other'} "
-                             "demonstrations; lower sft_steps or raise n_entities")
+                             f"{len(proposer)} proposer and {len(extras) + len(extra_solver)} "
+                             f"{extra.name if extra else 'other'} demonstrations; lower sft_steps or raise n_entities")
         con = store.connect(":memory:")
         try:
             world_seed = WORLD_SEED_OFFSET * (seed + 1) + worlds
@@ -265,29 +358,38 @@ def demo_set(n_solver: int, seed: int, families: Sequence[str] = DEMO_FAMILIES,
                 from workbench.search.kg_search import KGSearch
 
                 kg_tool = KGSearch(con, **kg)
+            graph_tools = None
+            if graph is not None:
+                from workbench.search.graph_tools import GraphTools
+
+                graph_tools = GraphTools(con, **graph)
             for demo in world_demos(con, search, families, n_proposer > len(proposer), eos, long_rate, world_seed,
-                                    kg_tool):
+                                    kg_tool, graph_tools):
                 (solver if demo.role == "solver" else proposer).append(demo)
-            if len(extras) < n_extra:
-                extras += extra(con, world_seed, eos)
+            if len(extras) < n_extra or len(extra_solver) < n_extra_solver:
+                for demo in extra(con, world_seed, eos):
+                    (extra_solver if demo.role == "solver" else extras).append(demo)
         finally:
             con.close()
         worlds += 1
     rng = np.random.default_rng(seed)
-    demos = solver[:n_solver] + proposer[:n_proposer] + extras[:n_extra]
+    demos = solver[:n_solver] + extra_solver[:n_extra_solver] + proposer[:n_proposer] + extras[:n_extra]
     return [demos[i] for i in rng.permutation(len(demos))], worlds
 
 
 # ---------------------------------------------------------------- tokenisation with masks
 
-def tokenizer_corpus(demos: Sequence[Demo], limit: int = 3000, kg: bool = False) -> list[str]:
+def tokenizer_corpus(demos: Sequence[Demo], limit: int = 3000, kg: bool = False, graph: bool = False) -> list[str]:
     """Text the tokenizer is trained on: the protocol's fixed strings, name syllables and the
-    throwaway worlds' demonstrations (never the evaluated world); ``kg`` adds the KG tool's."""
+    throwaway worlds' demonstrations (never the evaluated world); ``kg`` adds the KG tool's,
+    ``graph`` EoG's graph tools'."""
     from workbench.kg.names import syllable_vocabulary
 
     fixed = [protocol.SOLVER_INSTRUCTION, protocol.PROPOSER_INSTRUCTION, protocol.INVALID_ACTION]
     if kg:
         fixed += [protocol.SOLVER_INSTRUCTION_KG, protocol.INVALID_ACTION_KG]
+    if graph:
+        fixed += [protocol.SOLVER_INSTRUCTION_GRAPH, protocol.INVALID_ACTION_GRAPH]
     texts = fixed * 20 + [" ".join(syllable_vocabulary())] * 20
     for demo in demos[:limit]:
         texts.append(demo.user + "".join(text for text, _ in demo.segments))
@@ -502,7 +604,8 @@ def demo_tool_calls(demos: Sequence[Demo]) -> dict:
         for text, trained in d.segments:
             if trained and text.startswith(protocol.SEARCH_OPEN):
                 row["doc"] += 1
-            elif trained and text.startswith(protocol.KG_SEARCH_OPEN):
+            elif trained and text.startswith((protocol.KG_SEARCH_OPEN, protocol.RELATIONS_OPEN,
+                                              protocol.NEIGHBORS_OPEN)):  # EoG's graph tools count as KG calls
                 row["kg"] += 1
     return dict(sorted(out.items()))
 
@@ -613,12 +716,14 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
     n_examples = math.ceil(b.sft_steps * b.sft_batch / params["epochs"])
     n_solver = max(b.sft_batch, round(n_examples * (1 - params["proposer_share"])))
     kg = params.get("kg_tool")
+    graph = getattr(extra, "graph", None)  # EoG's graph tools (its settings are in params[extra.name])
     demos, worlds = demo_set(n_solver, seed, params["families"], params["proposer_share"],
                              params["n_entities"], cfg.search.index, cfg.search.topk, IM_END, b.sft_long_rate, kg,
                              extra)
     t_demos = time.perf_counter() - start
-    tok = train_tokenizer(tokenizer_corpus(demos, kg=kg is not None), b.vocab_size,
-                          extra_tokens=protocol.KG_TAGS if kg is not None else ())
+    tok = train_tokenizer(tokenizer_corpus(demos, kg=kg is not None, graph=graph is not None), b.vocab_size,
+                          extra_tokens=(protocol.KG_TAGS if kg is not None else ())
+                          + (protocol.GRAPH_TAGS if graph is not None else ()))
     policy = Policy(tiny_model(b, tok, seed), tok)
     examples = [e for e in (encode_demo(policy, d) for d in demos) if len(e.input_ids) <= cfg.rollout.max_total_tokens]
     if log:
@@ -637,7 +742,12 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
         from workbench.search.kg_search import KGSearch
 
         kg_search = KGSearch(con, **kg)
-    scored = score_questions(policy, search, val, cfg.rollout, cfg.search.topk, kg=kg_search)
+    graph_tools = None
+    if graph is not None:
+        from workbench.search.graph_tools import GraphTools
+
+        graph_tools = GraphTools(con, **graph)
+    scored = score_questions(policy, search, val, cfg.rollout, cfg.search.topk, kg=kg_search, graph=graph_tools)
     summary = summarize(scored, seed=seed)
     titles = [t for (t,) in con.execute("SELECT title FROM entities WHERE entity_id IN "
                                         "(SELECT unnest(chain) FROM questions WHERE split = 'val')").fetchall()]
@@ -659,6 +769,8 @@ def _train(con, cfg, seed: int, params: dict, key: str, final: Path, log, replac
         meta[extra.name], meta["method"] = params[extra.name], f"base_{extra.name}"
         meta["extra_demos"] = dict(sorted(Counter(e.family for e in examples
                                                   if e.family.startswith(f"{extra.name}:")).items()))
+    if graph is not None:  # `workbench eval` offers a model its graph tools (evaluate.model_graph_tools)
+        meta["graph_tools"] = dict(graph)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
     try:

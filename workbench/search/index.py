@@ -1,4 +1,5 @@
-"""BM25 and dense (FAISS) indexes over the store's passages, persisted beside the store.
+"""BM25 and dense (FAISS) indexes over the store's passages, persisted beside the store, and their
+hybrid (``HybridIndex``: reciprocal rank fusion of the two).
 
 The corpus is the ``passages`` table joined with ``entities.title``, ordered by ``passage_id``.
 Each passage is indexed as its wiki-18 ``contents`` string, ``"Title"\\ntext`` (the title in
@@ -260,6 +261,73 @@ class DenseIndex:
         flat = faiss.rev_swig_ptr(self.index.get_xb(), self.index.ntotal * self.index.d)
         view = flat.view(np.float32).reshape(self.index.ntotal, self.index.d)
         return np.array(view) if copy else view
+
+
+RRF_K = 60  # the constant of reciprocal rank fusion (Cormack, Clarke and Buettcher, SIGIR 2009), search.rrf_k
+HYBRID_DEPTH = 50  # ours: hits of each retriever fused (search.hybrid_depth)
+
+
+def rrf(rankings, k: int, c: float = RRF_K) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion: each row's score is the sum, over the rankings it is in, of
+    1 / (c + its 1-based rank there); the top ``k`` rows by that score, ties by row (passage order).
+
+    Example:
+        >>> [(r, round(s, 4)) for r, s in rrf([[3, 1, 2], [1, 4]], k=3, c=60)]
+        [(1, 0.0325), (3, 0.0164), (4, 0.0161)]
+    """
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, row in enumerate(ranking, start=1):
+            scores[int(row)] = scores.get(int(row), 0.0) + 1.0 / (c + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+class HybridIndex:
+    """BM25 and dense retrieval fused by reciprocal rank fusion (``search.index=hybrid``; ours).
+
+    Each query's top ``depth`` hits of each index (BM25's with a score above 0: the others share no
+    term with the query) are fused by :func:`rrf` with constant ``rrf_k``; the score of a hit is its
+    fused score. Both indexes are the ones ``bm25`` and ``dense`` open on their own (persisted, shared).
+
+    Example:
+        >>> from workbench import store
+        >>> con = store.connect(":memory:")
+        >>> _ = con.execute("INSERT INTO passages VALUES (1, NULL, 0, 'Tea grows in Assam.'), (2, NULL, 0, 'Coffee.')")
+        >>> corpus = load_corpus(con)
+        >>> idx = HybridIndex(BM25Index.build(corpus), DenseIndex.build(corpus, Encoder()), len(corpus))
+        >>> rows, scores = idx.search(["where does tea grow"], k=2)
+        >>> rows[0].tolist(), round(float(scores[0][0]), 4)
+        ([0, 1], 0.0328)
+    """
+
+    kind = "hybrid"
+
+    def __init__(self, bm25: BM25Index, dense: DenseIndex, n: int, rrf_k: float = RRF_K, depth: int = HYBRID_DEPTH):
+        if not rrf_k >= 0 or int(depth) < 1:
+            raise ValueError(f"search.rrf_k must be >= 0 and search.hybrid_depth >= 1, got {rrf_k!r} and {depth!r}")
+        self.bm25, self.dense, self.n, self.rrf_k, self.depth = bm25, dense, int(n), float(rrf_k), int(depth)
+
+    @property
+    def device(self) -> str:
+        return self.dense.device
+
+    @device.setter
+    def device(self, value: str) -> None:
+        self.dense.device = value
+
+    def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices and fused scores, shape (len(queries), k): rows past the fused hits are -1."""
+        depth = min(max(k, self.depth), self.n)
+        brows, bscores = self.bm25.search(queries, depth)
+        drows, _ = self.dense.search(queries, depth)
+        rows = np.full((len(queries), k), -1, dtype=np.int64)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        for i in range(len(queries)):
+            lexical = [r for r, s in zip(brows[i], bscores[i]) if s > 0 and r >= 0]
+            fused = rrf([lexical, [r for r in drows[i] if r >= 0]], k, self.rrf_k)
+            rows[i, :len(fused)] = [r for r, _ in fused]
+            scores[i, :len(fused)] = [s for _, s in fused]
+        return rows, scores
 
 
 def to_device(vectors: np.ndarray, device: str, chunk: int = 1 << 18):

@@ -50,7 +50,9 @@ import numpy as np
 from workbench.config import KG_FILTERS as FILTERS
 from workbench.config import MethodConfig
 from workbench.scoring import normalize_answer
-from workbench.search.tool import CacheCounters
+from cachetools import LRUCache
+
+from workbench.search.tool import CACHE_BYTES, CacheCounters
 
 # The KG tool's settings, mapped once: KGSearch keyword (and attribute) -> (MethodConfig field, type).
 # make_kg_tool, a run's workbench.json, `workbench eval`'s rebuilt tool, the KG warm start's key,
@@ -187,7 +189,20 @@ class EntityMatcher:
         return int(self.ids[best]), round(best_score, 6)
 
 
-MAX_CACHE = 1_000_000  # ours: entries a KGSearch keeps (keys include the question, unique per rollout)
+_TRIPLE_BYTES = 400  # a Triple, its attribute dict, ids and three str headers (as tool._HIT_BYTES)
+
+
+def kg_cached_bytes(entry: tuple[tuple, KGHit]) -> int:
+    """The bytes a cached KG result (its key and hit) is counted at: an upper estimate, as
+    ``tool.cached_bytes`` (a count of entries was no bound: a key holds the rollout's question).
+
+    Example:
+        >>> kg_cached_bytes((("Oslo", None, 4), KGHit("Oslo", 1, "Oslo", 1.0, (Triple("Oslo", "in", "Norway", 1, 2),))))
+        1060
+    """
+    (query, question, _), hit = entry
+    return (640 + len(query) + len(question or "") + len(hit.title or "")
+            + sum(_TRIPLE_BYTES + len(t.head) + len(t.relation) + len(t.tail) for t in hit.triples))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -276,7 +291,8 @@ class KGSearch(CacheCounters):
         finally:
             if own:
                 con.close()
-        self._cache: dict[tuple, KGHit] = {}
+        # (key, hit) by key, at most CACHE_BYTES (kg_cached_bytes each), the least recently used out first
+        self._cache = LRUCache(CACHE_BYTES, getsizeof=kg_cached_bytes)
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -336,11 +352,12 @@ class KGSearch(CacheCounters):
             self.misses += len(todo)
             self.hits += len(keys) - len(todo)
             found = dict(zip(todo, self._filtered([self._lookup(q) for q, _, _ in todo], [t[1] for t in todo], k)))
+            known = {key: self._cache[key][1] for key in keys if key not in found}  # refreshes their recency
             if self.use_cache:
-                if len(self._cache) + len(found) > MAX_CACHE:  # bounded, as Retriever's: a long run cannot grow it
-                    self._cache.clear()
-                self._cache.update(found)
-            return [found[key] if key in found else self._cache[key] for key in keys]
+                for key, hit in found.items():
+                    if kg_cached_bytes((key, hit)) <= self._cache.maxsize:
+                        self._cache[key] = (key, hit)
+            return [found[key] if key in found else known[key] for key in keys]
 
     def _filtered(self, hits: list[KGHit], questions: list[str | None], k: int) -> list[KGHit]:
         if self.filter == "none":

@@ -19,6 +19,11 @@ at any concurrency, keep-alive at least as fast as new connections. The run is b
 ``--seconds`` for all phases together (a phase past it stops early and says so) and
 ``--client-timeout`` per request; the child server is always stopped.
 
+``--hostile`` adds two phases against slow and greedy clients (issue 39): ``slowloris``, real
+clients' requests while ``Trickle`` holds 600 connections that each send a byte a second (more
+than the server's 512), and ``greedy``, one request of 2,048 queries x topk 1,000 with the
+server's peak memory (VmHWM) before and after it.
+
 Example (CLI):
     workbench bench server --requests 300 --clients 50 200
 """
@@ -222,16 +227,26 @@ def concurrent(target: Target, clients: int, per_client: int, keep_alive: bool, 
     return out
 
 
-def start_server(db: str, index: str, log: Path, timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
-    """Run ``workbench serve-retriever --port 0`` over ``db`` in a child process; (process, URL).
+def start_server(db: str, index: str, log: Path, timeout: float = 120.0, flags: tuple[str, ...] = (),
+                 open_files: int | None = None) -> tuple[subprocess.Popen, str]:
+    """Run ``workbench serve-retriever --port 0`` (and ``flags``) over ``db`` in a child process;
+    (process, URL). ``open_files`` caps the child's open-file limit (soft and hard), as
+    ``ulimit -n`` would.
 
     Its stderr goes to the file ``log``: a pipe nobody reads while the bench runs would fill and
     stall a server that logs, distorting the very figures measured.
     """
     cmd = [sys.executable, "-m", "workbench.cli", "serve-retriever", "--db", db, "--index", index,
-           "--host", "127.0.0.1", "--port", "0"]
+           "--host", "127.0.0.1", "--port", "0", *flags]
+
+    def limit_files() -> None:  # runs in the child, before it starts Python
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     with open(log, "w") as stderr:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                preexec_fn=limit_files if open_files else None)
     found: list[str] = []
     reader = threading.Thread(target=lambda: found.append(proc.stdout.readline()), daemon=True)
     reader.start()
@@ -254,6 +269,141 @@ def stop_server(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
+
+
+class Trickle:
+    """``n`` slow clients (a slowloris) on one thread: each connection sends the head of a request
+    one byte every ``every`` seconds and never finishes it; a connection the server closes is
+    opened again (as an attacker would). ``source`` binds them to another local address
+    (127.0.0.2: another client on loopback). Loopback only (``Target``); stopped by ``stop`` or
+    the end of a ``with`` block.
+
+    Example:
+        >>> Trickle(Target("127.0.0.1:9"), 3, 1.0).n
+        3
+    """
+
+    HEAD = b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Slow: "
+
+    def __init__(self, target: Target, n: int, every: float, source: str | None = None):
+        self.target, self.n, self.every, self.source = target, int(n), float(every), source
+        self.opened = self.reopened = 0
+        self._socks: list[socket.socket | None] = [None] * self.n
+        self._sent = [0] * self.n
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def open_now(self) -> int:
+        """Slow connections open (as this side sees them)."""
+        return sum(s is not None for s in self._socks)
+
+    def _open(self, i: int) -> None:
+        try:
+            sock = socket.create_connection((self.target.host, self.target.port), timeout=0.5,
+                                            source_address=(self.source, 0) if self.source else None)
+        except OSError:
+            return  # the backlog is full: try again next round
+        sock.setblocking(False)
+        self._socks[i], self._sent[i] = sock, 0
+        self.opened += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for i in range(self.n):
+                if self._stop.is_set():
+                    break
+                if self._socks[i] is None:
+                    self._open(i)
+                    continue
+                sent = self._sent[i]
+                byte = self.HEAD[sent:sent + 1] or b"a"  # then the header's value never ends
+                try:
+                    self._socks[i].send(byte)
+                    self._sent[i] += 1
+                except BlockingIOError:
+                    pass
+                except OSError:  # closed by the server: open another
+                    self._socks[i].close()
+                    self._socks[i] = None
+                    self.reopened += 1
+                    self._open(i)
+            self._stop.wait(self.every)
+
+    def start(self) -> "Trickle":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        for sock in self._socks:
+            if sock is not None:
+                sock.close()
+        self._socks = [None] * self.n
+
+    def __enter__(self) -> "Trickle":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def slowloris(target: Target, slow: int = 600, every: float = 1.0, real: int = 40, warmup: float = 3.0,
+              timeout: float = 10.0) -> dict:
+    """``real`` requests (one new connection each, one after another) while ``slow`` ``Trickle``
+    clients hold connections; their outcomes and latencies (``Tally``)."""
+    tally = Tally()
+    with Trickle(target, slow, every) as trickle:
+        time.sleep(warmup)  # the slow connections open and start trickling
+        held = trickle.open_now
+        client = Client(target, False, timeout)
+        t0 = time.perf_counter()
+        for i in range(real):
+            client.request(20_000_000 + i, tally)
+        wall = time.perf_counter() - t0
+        out = tally.report(wall, real, False)
+        out.update({"slow": slow, "slow_every_s": every, "slow_open_at_start": held,
+                    "slow_open_at_end": trickle.open_now, "slow_reopened": trickle.reopened})
+    return out
+
+
+def peak_rss_mb(pid: int) -> dict | None:
+    """A process's peak and current resident memory in MiB (Linux ``/proc``; None elsewhere).
+
+    Example:
+        >>> peak_rss_mb(os.getpid())["peak"] > 0
+        True
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    kib = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in status.splitlines())
+           if k in ("VmHWM", "VmRSS")}
+    return {"peak": kib["VmHWM"] // 1024, "now": kib["VmRSS"] // 1024}
+
+
+def greedy(target: Target, pid: int | None = None, queries: int = 2048, topk: int = 1000,
+           timeout: float = 600.0) -> dict:
+    """One request of ``queries`` distinct queries x ``topk`` (Search-R1's maximal ask): its status,
+    sizes and time, and the server process ``pid``'s memory (``peak_rss_mb``) before and after."""
+    rng = random.Random(queries)
+    body = json.dumps({"queries": [" ".join(rng.choice(WORDS) for _ in range(3)) + f" {i}" for i in range(queries)],
+                       "topk": topk, "return_scores": True}).encode()
+    before = peak_rss_mb(pid) if pid else None
+    conn = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
+    t0 = time.perf_counter()
+    try:
+        conn.request("POST", target.path, body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        data = response.read()
+    finally:
+        conn.close()
+    error = json.loads(data).get("error") if response.status != 200 else None
+    return {"queries": queries, "topk": topk, "request_bytes": len(body), "status": response.status,
+            "response_bytes": len(data), "seconds": round(time.perf_counter() - t0, 3), "error": error,
+            "server_rss_mb_before": before, "server_rss_mb_after": peak_rss_mb(pid) if pid else None}
 
 
 def run_phases(target: Target, requests: int, clients: list[int], per_client: int, seconds: float,
@@ -294,10 +444,11 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def bench_server(db: str | None = None, passages: int = 2000, index: str = "bm25", url: str | None = None,
                  requests: int = 300, clients: tuple[int, ...] = (50, 200), per_client: int = 2,
-                 seconds: float = 60.0, client_timeout: float = 10.0) -> dict:
+                 seconds: float = 60.0, client_timeout: float = 10.0, hostile: bool = False) -> dict:
     """Load figures of the retrieval server (see the module docstring) as a dict: the store ``db``
     (default a synthetic one of ``passages`` passages) served by a new ``serve-retriever``, or the
-    server already at ``url`` (loopback only).
+    server already at ``url`` (loopback only). ``hostile`` adds the ``slowloris`` and ``greedy``
+    phases (the server's memory only for a server the bench started).
 
     Example (CLI):
         workbench bench server --requests 300 --clients 50 200 --seconds 60
@@ -314,6 +465,8 @@ def bench_server(db: str | None = None, passages: int = 2000, index: str = "bm25
         target = Target(url)
         out["server"] = {"url": target.url, "started_by_bench": False}
         out.update(run_phases(target, requests, clients, per_client, seconds, timeout))
+        if hostile:
+            out["hostile"] = {"slowloris": slowloris(target, timeout=timeout), "greedy": greedy(target)}
         return out
     with tempfile.TemporaryDirectory(prefix="wb-server-bench-") as tmp:
         given = db
@@ -330,6 +483,9 @@ def bench_server(db: str | None = None, passages: int = 2000, index: str = "bm25
                          "db": given or f"synthetic ({passages} passages)"}
         try:
             out.update(run_phases(Target(url), requests, clients, per_client, seconds, timeout))
+            if hostile:
+                out["hostile"] = {"slowloris": slowloris(Target(url), timeout=timeout),
+                                  "greedy": greedy(Target(url), proc.pid)}
         finally:
             stop_server(proc)
         # A healthy server prints nothing while serving; a traceback flood would show here.

@@ -1,6 +1,6 @@
 """The solver's search tool T (seed 000, sections 3.3 and 4.1): batched top-k search with a cache.
 
-``SearchTool`` searches the store's passages with BM25 or a dense FAISS index;
+``SearchTool`` searches the store's passages with BM25, a dense FAISS index or both fused (hybrid);
 ``workbench.search.client.RemoteRetriever`` searches any Search-R1-compatible retrieval server.
 Both share ``Retriever``: batched ``search(queries, k)`` returning ``Hit`` lists, a query cache
 whose hit rate the loop reports per round, and ``render`` in Search-R1's exact format.
@@ -33,8 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from cachetools import LRUCache
 
-from workbench.search.index import Corpus, contents, load_corpus, open_index
+from workbench.search.index import (HYBRID_DEPTH, RRF_K, Corpus, HybridIndex, contents, load_corpus,
+                                   open_index)
+
+INDEX_KINDS = ("bm25", "dense", "hybrid")  # search.index (config.INDEXES, tested equal)
 
 
 @dataclass(frozen=True)
@@ -98,21 +102,48 @@ class CacheCounters:
         self.hits = self.misses = 0
 
 
+# Ours: what a search cache may hold, in (estimated) bytes; the least recently used results go
+# first. A count of entries was no bound: one 2,048-query x topk-1000 request left ~0.3 GB (issue 39).
+CACHE_BYTES = 256 * 1024 * 1024
+_HIT_BYTES = 480  # a Hit, its attribute dict, ids, score and two str headers (measured: ~350 with its own strings)
+_KEY_BYTES = 160  # the (query, k) key tuple, the query's str header and the LRU's bookkeeping
+
+
+def cached_bytes(hits: tuple[Hit, ...]) -> int:
+    """The bytes a cached result is counted at: an upper estimate (a title or text the corpus
+    also holds is counted again), so the cache never holds more than its limit says.
+
+    Example:
+        >>> cached_bytes((Hit(1, 2, "Oslo", "Oslo is cold.", 1.0),))
+        657
+    """
+    return _KEY_BYTES + sum(_HIT_BYTES + len(h.title) + len(h.text) for h in hits)
+
+
 class Retriever(CacheCounters):
     """Batched search with a query cache; subclasses implement ``_search(queries, k)``.
 
-    ``search`` is thread-safe (one lock), so the retrieval server can share one tool.
+    ``search`` is thread-safe (one lock), so the retrieval server can share one tool. The cache
+    keeps at most ``cache_bytes`` (each result counted at ``cached_bytes`` plus its query's length),
+    the least recently used leaving first; a single result larger than that is returned, not kept.
     """
 
-    def __init__(self, topk: int = 3, cache: bool = True, max_cache: int = 1_000_000):
+    def __init__(self, topk: int = 3, cache: bool = True, cache_bytes: int = CACHE_BYTES):
         if int(topk) < 1:
             raise ValueError(f"topk must be at least 1, got {topk!r}")
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
+            raise ValueError(f"cache_bytes must be a positive number of bytes, got {cache_bytes!r}")
         self.topk = int(topk)
         self.use_cache = cache
-        self.max_cache = max_cache  # ours: bounded so week-long runs cannot grow without limit
-        self._cache: dict[tuple[str, int], tuple[Hit, ...]] = {}
+        # Values are (query length, hits): the key's text counts too (a query may be long).
+        self._cache = LRUCache(cache_bytes, getsizeof=lambda entry: entry[0] + cached_bytes(entry[1]))
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+
+    @property
+    def cache_bytes(self) -> tuple[int, int]:
+        """(bytes held, the limit) of the result cache, as ``cached_bytes`` counts them."""
+        return self._cache.currsize, self._cache.maxsize
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         raise NotImplementedError
@@ -143,7 +174,8 @@ class Retriever(CacheCounters):
             raise ValueError(f"k must be at least 1, got {k!r}")
         keys = [(normalize_query(q), k) for q in queries]
         with self._lock:
-            known = {key: self._cache[key] for key in keys if self.use_cache and key in self._cache}
+            # Reading an entry makes it the most recently used.
+            known = {key: self._cache[key][1] for key in keys if self.use_cache and key in self._cache}
             todo = list(dict.fromkeys(key for key in keys if key not in known))
             self.misses += len(todo)
             self.hits += len(keys) - len(todo)
@@ -151,16 +183,18 @@ class Retriever(CacheCounters):
                 found = dict(zip(todo, map(tuple, self._search([q for q, _ in todo], k))))
                 known.update(found)
                 if self.use_cache:
-                    if len(self._cache) + len(found) > self.max_cache:
-                        self._cache.clear()
-                    self._cache.update(found)
+                    for key, hits in found.items():
+                        if len(key[0]) + cached_bytes(hits) <= self._cache.maxsize:  # else not kept
+                            self._cache[key] = (len(key[0]), hits)
             return [list(known[key]) for key in keys]
 
     render = staticmethod(render)
 
 
 class SearchTool(Retriever):
-    """Search over a store's passages with BM25 (bm25s) or dense retrieval (FAISS).
+    """Search over a store's passages with BM25 (bm25s), dense retrieval (FAISS) or both fused
+    (``index='hybrid'``: ``search.index.HybridIndex``, reciprocal rank fusion with constant ``rrf_k``
+    over each one's top ``hybrid_depth``).
 
     ``db_or_con`` is a store path or an open DuckDB connection. ``model`` picks the dense encoder
     (default: the packaged all-MiniLM-L6-v2; any sentence-transformers or E5 path); ``e5``
@@ -170,7 +204,8 @@ class SearchTool(Retriever):
     (``search.mmap``): the index memory-mapped and each hit's passage read from the store
     (``search.on_disk``; ``corpus`` is then None); a store given by path is then opened read-only
     and stays open until :meth:`close` (or the end of a ``with`` block), which DuckDB's file lock
-    needs before another process, or this one read-write, opens that store.
+    needs before another process, or this one read-write, opens that store. ``cache_bytes``: the
+    result cache's limit (``Retriever``).
 
     Example:
         >>> from workbench import store
@@ -182,9 +217,13 @@ class SearchTool(Retriever):
 
     def __init__(self, db_or_con, index: str = "bm25", topk: int = 3, model: str | None = None,
                  e5: bool | None = None, cache: bool = True, index_dir: str | Path | None = None,
-                 device: str = "cpu", mmap: bool = False):
-        super().__init__(topk=topk, cache=cache)
+                 device: str = "cpu", mmap: bool = False, cache_bytes: int = CACHE_BYTES, rrf_k: float = RRF_K,
+                 hybrid_depth: int = HYBRID_DEPTH):
+        super().__init__(topk=topk, cache=cache, cache_bytes=cache_bytes)
+        if index not in INDEX_KINDS:
+            raise ValueError(f"index must be one of {list(INDEX_KINDS)}, got {index!r}")
         self.kind = index
+        self.fusion = (rrf_k, hybrid_depth)
         self.corpus, self.passages, self._own = None, None, None
         if isinstance(db_or_con, (str, Path)):
             if not Path(db_or_con).exists():
@@ -219,16 +258,31 @@ class SearchTool(Retriever):
 
     def _open(self, con, index, model, e5, index_dir, device, mmap: bool) -> None:
         """The index and the passages: memory-mapped and from the store (``mmap``: ``search.on_disk``;
-        an in-memory store has nothing to map and loads as without it), else both in memory."""
+        an in-memory store has nothing to map and loads as without it), else both in memory.
+        ``hybrid``: the BM25 and the dense index, each opened as on its own, fused (``HybridIndex``)."""
+        if index == "hybrid":
+            bm25 = self._open_one(con, "bm25", model, e5, index_dir, device, mmap)
+            dense = self._open_one(con, "dense", model, e5, index_dir, device, mmap)
+            self.index = HybridIndex(bm25, dense, self.n_passages, *self.fusion)
+        else:
+            self.index = self._open_one(con, index, model, e5, index_dir, device, mmap)
+
+    def _open_one(self, con, index, model, e5, index_dir, device, mmap: bool):
+        """One index (``bm25`` or ``dense``); the passages too, the first time."""
         if mmap:
             from workbench.search.on_disk import open_mmap
 
             opened = open_mmap(con, index, model, e5, index_dir, device)
             if opened is not None:
-                self.index, self.passages = opened
-                return
-        self.corpus = load_corpus(con)
-        self.index = open_index(con, self.corpus, index, model, e5, index_dir, device)
+                found, passages = opened
+                if self.passages is None:
+                    self.passages = passages
+                else:  # the hybrid's second index: the first one's reader serves both
+                    passages.close()
+                return found
+        if self.corpus is None:
+            self.corpus = load_corpus(con)
+        return open_index(con, self.corpus, index, model, e5, index_dir, device)
 
     @property
     def n_passages(self) -> int:
