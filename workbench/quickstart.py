@@ -59,7 +59,7 @@ def verdict(base, trained, val_em: list[float], rounds: int) -> str:
         After 14 rounds the trained solver's macro test EM is +33.3 points over the base on 6 held-out
         questions (95% paired bootstrap interval [+0.0, +50.0]; 2 questions gained, 0 lost; most on a,
         +66.7): an interval that includes 0, so this run does not show learning; validation EM went
-        50.0 -> 55.0 (best 55.0). The comparison of methods over seeds is notebook 06 and the reference
+        50.0 -> 55.0 (best 55.0); the comparison of methods over seeds is notebook 06 and the reference
         runs (data/reference/).
     """
     from workbench.evaluate import compare_outcomes
@@ -79,5 +79,5 @@ def verdict(base, trained, val_em: list[float], rounds: int) -> str:
     return (f"After {rounds} rounds the trained solver's macro test EM is {g:+.1f} points over the base on "
             f"{c.shared} held-out questions (95% paired bootstrap interval [{lo:+.1f}, {hi:+.1f}]; "
             f"{c.test.b_only} questions gained, {c.test.a_only} lost; {where}): {reading}; validation EM went {100 * val_em[0]:.1f} -> "
-            f"{100 * val_em[-1]:.1f} (best {100 * max(val_em):.1f}). The comparison of methods over seeds "
+            f"{100 * val_em[-1]:.1f} (best {100 * max(val_em):.1f}); the comparison of methods over seeds "
             "is notebook 06 and the reference runs (data/reference/).")
