@@ -25,7 +25,7 @@ LAYERS = (
     {"kg", "search", "policy"},                                           # knowledge, retrieval, models
     {"method"},                                                           # the paper's method
     {"evaluate", "figures", "batch", "paper", "reference", "qa_import", "notebook", "plan", "table1_suite",
-     "data_pipeline"},                                                    # faces over the method
+     "data_pipeline", "quickstart"},                                      # faces over the method
     {"commands", "cli"},                                                  # the `workbench` command
 )
 
