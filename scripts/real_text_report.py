@@ -6,7 +6,11 @@ statistics, and retrieval recall of BM25, dense and hybrid search on the hand-wr
 Reads the converted sample (``workbench data wiki-sample``; default ``data/wiki_sample``), imports it
 into ``OUT/wiki.duckdb`` and builds TinyWorld at the same preset in ``OUT/tinyworld.duckdb`` (both
 reused on a rerun), builds G_0 in each with the preset's walk settings, and prints two markdown
-tables (source and pool, side by side; recall at 1/3/10 per index) and ``OUT/report.json``.
+tables (source and pool, side by side; recall at 1/3/10 per index, and each index's questions won and
+lost against BM25 at 1/3/10) and ``OUT/report.json``. ``--recall-only``: recall on ``OUT/wiki.duckdb``
+as it is (e.g. a store with the wiki-18 file imported alone), no import and no pools. The hybrid
+runs at the config's defaults (``search.fusion``, chosen on a development set by
+``scripts/hybrid_dev.py``, never on these questions) unless ``--set`` says otherwise.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ def main(argv=None) -> int:
     p.add_argument("--indexes", default="bm25,dense,hybrid", help="indexes to measure recall of ('' for none)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="config override (e.g. search.rrf_k=60, pool.walks=5000)")
+    p.add_argument("--recall-only", action="store_true",
+                   help="only recall, on OUT/wiki.duckdb as it is (no import, no TinyWorld, no pools)")
     args = p.parse_args(argv)
 
     import yaml
@@ -42,12 +48,12 @@ def main(argv=None) -> int:
     sets = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.overrides)}
     cfg = config.preset(args.preset, **sets)
     folder = Path(args.wiki) if args.wiki else wiki_sample.default_folder()
-    if not wiki_sample.is_converted(folder):
+    if not args.recall_only and not wiki_sample.is_converted(folder):
         sys.exit(f"--wiki {folder}: no converted sample; run `workbench data wiki-sample` first")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {"preset": args.preset, "overrides": sets, "sources": {}, "pools": {}, "recall": {}}
-    for name in ("tinyworld", "wiki"):
+    for name in () if args.recall_only else ("tinyworld", "wiki"):
         con = store.connect(str(out / f"{name}.duckdb"))
         try:
             start = time.perf_counter()
@@ -70,8 +76,12 @@ def main(argv=None) -> int:
                 report["recall"][index] = {**recall_at(tool, questions, KS), "seconds": round(time.perf_counter() - start, 1)}
     finally:
         con.close()
+    if "bm25" in report["recall"]:
+        base = report["recall"]["bm25"]["ranks"]
+        for row in report["recall"].values():
+            row["vs_bm25"] = {f"@{k}": won_lost(row["ranks"], base, k) for k in KS}
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    for title, table in (("source", report["sources"]), ("G_0", report["pools"])):
+    for title, table in (("source", report["sources"]), ("G_0", report["pools"])) if report["pools"] else ():
         keys = list(next(iter(table.values())))
         print(f"\n| {title} | " + " | ".join(table) + " |\n|---|" + "---|" * len(table))
         for key in keys:
@@ -83,7 +93,22 @@ def main(argv=None) -> int:
             print(f"| {index} | " + " | ".join(f"{row[c]:.3f}" for c in cols) + " |")
         for index, row in report["recall"].items():
             print(f"{index} first gold ranks: {row['ranks']}")
+            if "vs_bm25" in row and index != "bm25":
+                print(f"{index} against bm25, questions won / lost: " +
+                      ", ".join(f"{at} {w} / {lo}" for at, (w, lo) in row["vs_bm25"].items()))
     return 0
+
+
+def won_lost(ranks: list, base: list, k: int) -> tuple[int, int]:
+    """Questions with a gold passage in the top ``k`` here but not in ``base``, and the reverse.
+
+    Example:
+        >>> won_lost([1, 4, None], [2, 1, 1], k=1)
+        (1, 2)
+    """
+    inside = [r is not None and r <= k for r in ranks]
+    before = [r is not None and r <= k for r in base]
+    return sum(a and not b for a, b in zip(inside, before)), sum(b and not a for a, b in zip(inside, before))
 
 
 if __name__ == "__main__":

@@ -132,6 +132,12 @@ def renamed(name: str, rename: dict[str, str]) -> str | None:
     return None
 
 
+def summary(d: Path) -> str:
+    """OUT/summary.txt; replaces bytes that are not UTF-8 (rl_compare.sh before 2026-12-04 cut each run's
+    progress bar at a byte count, sometimes inside a character)."""
+    return (d / "summary.txt").read_text(errors="replace")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path)
@@ -165,7 +171,7 @@ def main() -> None:
                 macro = [pattern.match(line) for line in (d / f"eval_base{w}.txt").read_text().splitlines()]
                 found |= {float(m.group(1)) for m in macro if m}
         runs = json.loads((d / "metrics.json").read_text())
-        for name, e in evaluations((d / "summary.txt").read_text()).items():
+        for name, e in evaluations(summary(d)).items():
             new = renamed(name, rename)
             if new is None:
                 continue
@@ -175,7 +181,7 @@ def main() -> None:
                 raise SystemExit(f"{d}: run {name} has {len(runs[name])} rounds; --extend's runs have {sorted(rounds)}")
             evals[new] = e
             metrics[new] = [{k: v for k, v in row.items() if not k.startswith("time_")} for row in runs[name]]
-        suite = add_suite(suite, d, {name: renamed(name, rename) for name in evaluations((d / "summary.txt").read_text())
+        suite = add_suite(suite, d, {name: renamed(name, rename) for name in evaluations(summary(d))
                                      if renamed(name, rename)})
     for (w, key), found in bases.items():
         if len(found) > 1 or (w == "" and key == "test_macro_em" and not found):

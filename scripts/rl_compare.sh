@@ -177,5 +177,5 @@ wait
 cp "$L"/eval_base*.txt "$OUT"/  # kept in SCRATCH too: a RESUME call's OUT gets the first call's
 if [ "$ds" = table1 ]; then cp "$L"/suite_*.json "$OUT"/ 2>/dev/null || true; fi  # each evaluation's EM per question
 cat "$OUT/eval_base.txt"; for w in kg topology; do if [ -f "$OUT/eval_base_$w.txt" ]; then cat "$OUT/eval_base_$w.txt"; fi; done
-for spec in "$@"; do IFS=: read -r name rest <<< "$spec"; echo "== $name $rest"; tail -c 400 "$L/train_$name.log" | tr '\r' '\n' | tail -3; cat "$L/eval_$name.txt"; done | tee "$OUT/summary.txt"
+for spec in "$@"; do IFS=: read -r name rest <<< "$spec"; echo "== $name $rest"; tr '\r' '\n' < "$L/train_$name.log" | tail -3; cat "$L/eval_$name.txt"; done | tee "$OUT/summary.txt"
 $PY scripts/rl_summary.py "$S" "$OUT" "$@" | tee -a "$OUT/summary.txt"

@@ -83,3 +83,28 @@ def test_log_to_stderr_writes_to_the_current_stderr_once(capsys):
     logging.getLogger("workbench.method.loop").info("round stage update: 1.0 s")
     err = capsys.readouterr().err  # the handler looks up sys.stderr per record: capsys's stream here
     assert err.count("workbench.method.loop: round stage update: 1.0 s") == 1
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--set", "method.lrr=1"], "unknown config field 'method.lrr' (expected 'section.field', e.g. 'pool.walks'); "
+                                "did you mean 'method.lr'?"),
+    (["--method", "coevokgg"], "did you mean 'coevokg'?"),
+    (["--preset", "tinyy"], "did you mean 'tiny'?"),
+])
+def test_a_typo_in_set_method_or_preset_gets_the_closest_name(tmp_path, capsys, args, said):
+    db = tmp_path / "s.duckdb"
+    try:  # argparse rejects --method itself (exit 2); the command rejects --set and --preset (returns 2)
+        code = main(["train", "--run", "r", "--db", str(db), *args])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2 and said in capsys.readouterr().err
+    assert not db.exists()
+
+
+def test_train_help_names_every_method(capsys):
+    from workbench.method.methods import METHODS
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    assert [name for name in METHODS if f"{name} (" not in text] == []

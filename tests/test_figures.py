@@ -159,14 +159,32 @@ def test_cli_paper_only(tmp_path, no_browser, capsys):
     assert "table2_buildup_paper.md" in capsys.readouterr().out
 
 
-def test_cli_reference_picks_a_shipped_file_and_names_the_others_when_missing(tmp_path, no_browser, capsys):
-    assert cli.main(["figures", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path),
-                     "--reference", "tiny_table2_28rounds.json"]) == 0
+def test_cli_reference_picks_a_shipped_file_and_names_the_others_when_missing(tmp_path, no_browser, capsys,
+                                                                              monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DATA", str(tmp_path / "data"))  # no store anywhere: the paper and the reference
+    assert cli.main(["figures", "--out", str(tmp_path), "--reference", "tiny_table2_28rounds.json"]) == 0
     assert "6 seeds, 28 rounds" in (tmp_path / "table2_buildup_reference.md").read_text()
-    assert cli.main(["figures", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path),
-                     "--reference", "tiny_table2_65rounds.json"]) != 0
+    assert cli.main(["figures", "--out", str(tmp_path), "--reference", "tiny_table2_65rounds.json"]) != 0
     err = capsys.readouterr().err
     assert "tiny_table2_65rounds.json: no such reference file" in err and "tiny_table2_28rounds.json" in err
+
+
+def test_figures_reads_the_store_of_its_preset_and_never_falls_back_silently(db, tmp_path, no_browser, capsys,
+                                                                              monkeypatch):
+    """Issue 43: after ``make quickstart PRESET=smoke``, ``workbench figures --preset smoke`` draws its
+    run; ``workbench figures`` (the tiny store, not there) is an error naming where it looked and the
+    stores that are there, not the paper's numbers with the run quietly left out."""
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("WORKBENCH_DATA", str(data))
+    db.rename(data / "smoke.duckdb")
+    assert cli.main(["figures", "--preset", "smoke", "--out", str(tmp_path / "f")]) == 0
+    assert "r_coevo" in (tmp_path / "f" / "figure3_training_dynamics.html").read_text()
+    assert cli.main(["figures", "--out", str(tmp_path / "g")]) == 2
+    said = capsys.readouterr().err
+    assert f"no store at {data / 'tiny.duckdb'}" in said and "smoke.duckdb (--preset smoke)" in said
+    assert cli.main(["figures", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path / "g")]) == 2
+    assert cli.main(["runs", "list", "--preset", "smoke"]) == 0 and "r_coevo" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- what a reader sees (issue 13)

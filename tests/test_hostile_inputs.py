@@ -45,6 +45,7 @@ def _error(capsys) -> str:
 EXPORTS = {
     "pool export": lambda db, out, *f: ["pool", "export", "--db", db, out, *f],
     "export-qa": lambda db, out, *f: ["export-qa", "--db", db, out, *f],
+    "export-qa --suite table1": lambda db, out, *f: ["export-qa", "--suite", "table1", "--db", db, out, *f],
 }
 
 

@@ -96,3 +96,14 @@ def test_notebooks_train_and_evaluate_through_the_setting(nb):
     source = "\n".join(c.source for c in _code(notebook)[1:])
     used = {call: instead for call, instead in BYPASSES.items() if call in source}
     assert not used, f"{path.name}: {used} ignore the model/dataset/overrides parameters; use the replacement"
+
+
+def test_the_chain_browser_prints_its_first_chain_once(tmp_path):
+    """Issue 43: notebook 01's browser printed chain 0 twice (the widget's own call, then the page's)."""
+    nb = Path(__file__).resolve().parents[1] / "notebooks" / "01_kg_walks.ipynb"
+    out = tmp_path / "01.ipynb"
+    papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), progress_bar=False,
+                               parameters={"preset": "smoke", "db": str(tmp_path / "s.duckdb")})
+    cell = next(c for c in nbformat.read(out, as_version=4).cells if "slider.observe" in c.source)
+    text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    assert sum(line.startswith("chain ") for line in text.splitlines()) == 1, text

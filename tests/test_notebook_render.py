@@ -13,7 +13,7 @@ import pytest
 from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
-from workbench import paths
+from workbench import paths, store
 
 NOTEBOOK = paths.notebooks_dir() / "07_paper_figures.ipynb"  # every paper figure, no training
 
@@ -22,8 +22,9 @@ def _render(tmp_path) -> list[tuple[str, BeautifulSoup]]:
     """Execute notebook 07 at smoke size on an empty store, convert it to HTML; (source, output) of
     each cell that shows a figure."""
     out = tmp_path / "07.ipynb"
+    store.connect(tmp_path / "empty.duckdb").close()
     papermill.execute_notebook(str(NOTEBOOK), str(out), cwd=str(NOTEBOOK.parent), progress_bar=False,
-                               parameters={"preset": "smoke", "db": str(tmp_path / "none.duckdb")})
+                               parameters={"preset": "smoke", "db": str(tmp_path / "empty.duckdb")})
     html, _ = HTMLExporter().from_notebook_node(nbformat.read(out, as_version=4))
     cells = BeautifulSoup(html, "html.parser").select(".jp-CodeCell")
     shown = [(c.select_one(".jp-InputArea").get_text(), c.select_one(".jp-OutputArea")) for c in cells]
@@ -59,3 +60,12 @@ def test_notebooks_take_eval_labels_and_presets_from_the_models():
         code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
         for call in re.findall(r"\bevaluate\((.*?)\)\n", code, re.S):
             assert "backbone=" not in call and "preset=" not in call, f"{path.name}: evaluate({call})"
+
+
+def test_notebook_07_given_a_store_that_is_not_there_says_so(tmp_path):
+    """Issue 43: a wrong ``db`` is an error naming it, not the paper's numbers shown quietly alone."""
+    missing = tmp_path / "nope.duckdb"
+    with pytest.raises(papermill.PapermillExecutionError, match="no store there"):
+        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "out.ipynb"), cwd=str(NOTEBOOK.parent),
+                                   progress_bar=False, parameters={"db": str(missing)}, kernel_name="python3")
+    assert not missing.exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench import reference
+from workbench import figures, reference
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,7 +111,8 @@ def test_the_shipped_drfree_comparison_gives_the_readmes_numbers():
     table = ref.test_em(reference="drfree")
     assert table["mean"].round(2).to_dict() == pytest.approx({
         "drfree": 59.70, "coevokg": 59.50, "search_r1": 60.40, "drfree_wo_closed_book": 59.73,
-        "drfree_wo_source_only": 59.27, "drfree_wo_one_shot": 59.67, "drfree_wo_per_hop": 58.53})
+        "drfree_wo_one_shot": 59.67, "drfree_wo_per_hop": 58.53})
+    assert "drfree_wo_source_only" in ref.provenance["removed"]  # no ablation before issue 40's fix
     assert table.loc["coevokg", "p"].round(2) == 0.80
     # the leave-one-out rows ran seeds 0-2: compared with the full set on the same seeds (issue 40;
     # against all four of its seeds the per-hop row read p 0.19)
@@ -173,18 +174,31 @@ def test_a_gain_over_a_runs_own_warm_start_says_which():
 
 
 def test_the_shipped_eog_comparison_gives_the_readmes_numbers():
-    ref = reference.load("tiny_eog_20rounds.json")
-    assert ref.seeds == [0, 1, 2, 3] and ref.provenance["base_topology_test_macro_em"] == 11.3
+    ref = reference.load("tiny_eog_900s.json")
+    assert ref.seeds == [0, 1, 2, 3] and ref.provenance["base_topology_test_macro_em"] == 42.7
+    assert ref.provenance["base_test_macro_em"] == 11.7
     hit1, f1 = ref.test_em(reference="eog"), ref.test_em(reference="eog", metric="test_macro_set_f1")
-    assert hit1["mean"].round(2).to_dict() == pytest.approx({
-        "eog": 11.72, "eog_wo_solver_update": 11.10, "eog_wo_proposer_update": 11.75, "eog_random_walk": 10.82,
-        "eog_adversarial": 11.22, "coevokg": 11.45})
-    assert hit1.p.round(3).dropna().tolist() == [0.065, 0.955, 0.127, 0.132, 0.347]
-    assert f1["mean"].round(2).tolist() == [11.52, 10.92, 11.58, 10.65, 11.08, 11.32]
-    assert f1.loc["eog_wo_solver_update", "p"].round(3) == 0.054
+    readme = {"eog": (45.3, 40.2, 50.5), "eog_wo_solver_update": (42.9, 42.6, 43.1),  # the README's one decimal
+              "eog_wo_proposer_update": (44.3, 41.5, 47.1), "eog_random_walk": (43.4, 39.4, 47.3),
+              "eog_adversarial": (44.8, 40.8, 48.8), "coevokg": (11.7, 11.2, 12.3)}
+    for method, row in readme.items():
+        assert hit1.loc[method, ["mean", "low", "high"]].tolist() == pytest.approx(row, abs=0.051), method
+    assert hit1.p.round(2).dropna().tolist() == [0.22, 0.60, 0.38, 0.82, 0.0]
+    assert f1["mean"].tolist() == pytest.approx([45.5, 43.1, 44.6, 43.7, 45.0, 11.5], abs=0.051)
+    gains = ref.evaluations.set_index("run").gain
+    assert gains[[f"eog_s{s}" for s in range(4)]].tolist() == [4.0, 0.5, -0.5, 6.5]
+    assert ref.evaluations.groupby("method").gain.mean().round(2)[["eog", "eog_wo_solver_update"]].tolist() == [2.62, 0.15]
+    searches = ref.evaluations.groupby("method")[["searches_doc", "searches_kg"]].mean().round(2)
+    assert searches.loc["eog"].tolist() == [0.0, 2.06] and searches.loc["coevokg"].tolist() == [1.89, 0.0]
     paired = ref.evaluations.set_index("method").paired_with
     assert paired.drop("coevokg").eq("topology_base").all() and paired["coevokg"].isna().all()
-    assert len(ref.of("eog")) == 4 * 20 and ref.of("eog").topology_tasks.map(lambda t: sum(t.values())).gt(0).all()
+    # 20 rounds or 900 s, whichever first: the EoG rows stopped at 12-16 rounds, CoEvoKG ran its 20
+    rounds = ref.metrics.groupby("run")["round"].max().add(1)
+    assert rounds.filter(like="eog").between(12, 16).all() and rounds.filter(like="coevokg").eq(20).all()
+    assert ref.of("eog").topology_tasks.map(lambda t: sum(t.values())).gt(0).all()
+    success = figures.topology_success(ref.metrics, [f"eog_s{s}" for s in range(4)])
+    both = success[success.topology.isin(["simple", "complex"])].groupby("topology")[["admitted", "tasks"]].sum()
+    assert (both.admitted / both.tasks).round(3).to_dict() == {"complex": 0.96, "simple": 0.975}
 
 
 def test_an_answer_set_evaluation_records_set_f1_for_runs_and_bases(tmp_path):
@@ -274,3 +288,13 @@ def test_the_shipped_56_round_runs_give_the_logs_numbers():
     first = ref.evaluations.query("seed < 3")  # session 13's three seeds
     assert first.groupby("method").test_macro_em.mean().round(2).to_dict() == pytest.approx(
         {"coevokg": 61.40, "search_r1": 61.80, "ssp": 58.13, "c1": 59.80, "c2": 61.00})
+
+
+def test_a_summary_cut_inside_a_character_is_read(tmp_path):
+    """rl_compare.sh once cut each run's progress bar at a byte count, inside a '█' (0xE2 0x96 0x88)."""
+    a = rl_compare_out(tmp_path / "a", {"d0": 59.0})
+    text = (a / "summary.txt").read_bytes()
+    (a / "summary.txt").write_bytes(text.replace(b"d0: 2 rounds", b"\x96\x88 d0: 2 rounds"))
+    out, done = build(tmp_path, a)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["evaluations"]["drfree_s0"]["test_macro_em"] == 59.0

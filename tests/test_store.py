@@ -109,3 +109,31 @@ def test_world_users_and_clear_world(tmp_path):
     store.clear_world(con)
     assert store.world_users(con) == []
     assert con.execute("SELECT count(*) FROM batch_results").fetchone() == (1,)  # not the world's
+
+
+def test_a_store_a_notebook_kernel_holds_is_refused_naming_the_kernel_and_the_way_out(tmp_path, capsys):
+    """Issue 43: with a notebook's kernel holding ``con`` open, a writing command says which process
+    holds the store and how to release it; after ``con.close()`` in the kernel it runs."""
+    import os
+
+    from jupyter_client.manager import start_new_kernel
+
+    from workbench.cli import main
+
+    db = tmp_path / "s.duckdb"
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        def run(code):
+            reply = kc.execute_interactive(code, timeout=60)
+            assert reply["content"]["status"] == "ok", reply["content"]
+
+        run(f"import sys; sys.path.insert(0, {os.getcwd()!r}); from workbench import store; "
+            f"con = store.connect({str(db)!r})")
+        assert main(["world", "--preset", "smoke", "--db", str(db)]) == 2
+        said = capsys.readouterr().err
+        assert f"a Jupyter kernel (PID {km.provisioner.process.pid})" in said and "run con.close()" in said, said
+        run("con.close()")
+        assert main(["world", "--preset", "smoke", "--db", str(db)]) == 0
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

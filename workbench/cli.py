@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except duckdb.Error as err:
         line = str(err).splitlines()[0]
-        if isinstance(err, duckdb.IOException) and "Could not write" not in line:
-            # e.g. the store is open for writing in a notebook kernel
-            print(f"workbench {args.command}: cannot open the store: {line}", file=sys.stderr)
-            return 2
         from workbench import store
+
+        if isinstance(err, duckdb.IOException) and "Could not write" not in line:
+            # e.g. the store is open for writing in a notebook kernel: say which process, and how to release it
+            print(f"workbench {args.command}: cannot open the store: {store.lock_holder(err) or line}", file=sys.stderr)
+            return 2
 
         # e.g. a disk that fills: DuckDB rolls the failed transaction back, earlier commits stay
         hint = (f"the store is damaged: {store.RESTORE}" if store.damaged(err)

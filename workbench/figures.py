@@ -1220,7 +1220,7 @@ def topology_curriculum(con=None, runs: list[str] | None = None, ref: Reference 
     Example:
         >>> topology_curriculum().layout.annotations[0].text
         'no topology tasks recorded'
-        >>> eog = reference.load("tiny_eog_20rounds.json")
+        >>> eog = reference.load("tiny_eog_900s.json")
         >>> topology_curriculum(runs=["eog_s0", "eog_s1"], ref=eog).layout.annotations[0].text
         '(a) simple vs complex'
     """
@@ -1389,9 +1389,9 @@ def eog_table3(ref: Reference | None = None) -> tuple[dict[str, pd.DataFrame], g
     7B model on Freebase benchmarks against a 5M one on TinyWorld; read the rows' order, not the values.
 
     Example:
-        >>> tables, _ = eog_table3(reference.load("tiny_eog_20rounds.json"))
+        >>> tables, _ = eog_table3(reference.load("tiny_eog_900s.json"))
         >>> tables["reference"].row.tolist()[:2], round(float(tables["reference"].loc[5, "Hit@1"]), 2)
-        (['topology warm start (untrained)', 'w/o Solver update'], 11.72)
+        (['topology warm start (untrained)', 'w/o Solver update'], 45.33)
     """
     tables = {"paper": eog_table3_paper()}
     titles = {"paper": "the paper (seed 004, Table 3): Hit@1 / F1 %, Qwen-2.5-7B-Instruct on Freebase; "

@@ -148,8 +148,8 @@ class Reference:
         Example:
             >>> round(float(load().test_em().loc["ssp", "mean"]), 2)
             57.97
-            >>> round(float(load("tiny_eog_20rounds.json").test_em(metric="test_macro_set_f1").loc["eog", "mean"]), 3)
-            11.525
+            >>> round(float(load("tiny_eog_900s.json").test_em(metric="test_macro_set_f1").loc["eog", "mean"]), 3)
+            45.475
             >>> t = load("tiny_drfree_20rounds.json").test_em("drfree", seeds=[0, 1, 2])
             >>> t.loc["drfree_wo_per_hop", ["n", "diff", "p"]].round(2).tolist()
             [3.0, -0.73, 0.44]

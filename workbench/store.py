@@ -75,6 +75,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -227,6 +228,33 @@ def damaged(err: Exception) -> bool:
         False
     """
     return any(sign in str(err) for sign in _DAMAGED)
+
+def lock_holder(err: Exception) -> str | None:
+    """What holds the store, from DuckDB's "Conflicting lock is held in ... (PID n)" error, and how
+    to release it; None when ``err`` is not a lock conflict.
+
+    Example:
+        >>> lock_holder(duckdb.IOException('IO Error: Could not set lock on file "s.duckdb": Conflicting lock '
+        ...                                'is held in /usr/bin/python3 (PID 999999999). See also ...'))
+        'process 999999999 (no longer running; try again) holds the store open'
+    """
+    found = re.search(r"Conflicting lock is held in (.*?) \(PID (\d+)\)", str(err))
+    if not found:
+        return None
+    pid = int(found.group(2))
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmd = " ".join(a.decode(errors="replace") for a in argv if a)
+    except OSError:  # not Linux, or the process ended
+        cmd = None if Path("/proc").is_dir() else found.group(1)
+    if cmd is None:
+        return f"process {pid} (no longer running; try again) holds the store open"
+    if "ipykernel" in cmd or "jupyter" in cmd:
+        return (f"a Jupyter kernel (PID {pid}) holds the store open: run con.close() in that notebook, or "
+                f"restart or shut down its kernel, then try again")
+    return (f"process {pid} ({cmd[:120]}) holds the store open: wait for it to finish, or stop it "
+            f"(kill {pid}), then try again; DuckDB allows one writer per store file")
+
 
 # DuckDB's file starts with three 4 KiB headers (the main one and two alternating database
 # headers); the blocks follow, so a whole file is at least this long plus its USED blocks (its

@@ -13,6 +13,25 @@ def add_db(parser: argparse.ArgumentParser, preset_default: str = "tiny") -> Non
                         help=f"DuckDB store (default: data/<preset>.duckdb, i.e. {paths.default_db(preset_default).name})")
 
 
+def add_store(parser: argparse.ArgumentParser) -> None:
+    """``--preset`` and ``--db`` for a command that reads a store: the store ``train`` and ``world``
+    wrote at that preset (``data/<preset>.duckdb``) unless ``--db`` names another."""
+    parser.add_argument("--preset", default="tiny",
+                        help="read the store of this preset, data/<preset>.duckdb, as train wrote it (default tiny)")
+    add_db(parser)
+
+
+def other_stores(db: str) -> str:
+    """``"; stores in data/: smoke.duckdb (--preset smoke)"`` for the stores beside a missing ``db``, else ``""``."""
+    from pathlib import Path
+
+    found = sorted(p.name for p in paths.data_dir().glob("*.duckdb") if p.is_file() and str(p) != str(db))
+    if not found:
+        return ""
+    named = ", ".join(f"{n} (--preset {n.removesuffix('.duckdb')})" for n in found)
+    return f"; stores in {paths.data_dir()}: {named}"
+
+
 def db_path(args: argparse.Namespace) -> str:
     return args.db or str(paths.default_db(getattr(args, "preset", None) or "tiny"))
 
@@ -23,7 +42,7 @@ def existing_db(args: argparse.Namespace, hint: str = "build a world first: work
 
     db = db_path(args)
     if not Path(db).exists():
-        raise FileNotFoundError(f"--db: no store at {db} (no such store; {hint})")
+        raise FileNotFoundError(f"--db: no store at {db} (no such store; {hint}){other_stores(db)}")
     return db
 
 

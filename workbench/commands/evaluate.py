@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, add_set, existing_db, overrides
+from workbench.commands import add_db, add_set, add_store, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,13 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="exact two-sided paired sign test between two evaluations",
                        description="Pairs the two evaluations on the questions both answered (and says how many "
                                    "those are); refuses evaluations made at different presets.")
-    add_db(p)
+    add_store(p)
     p.add_argument("eval_a")
     p.add_argument("eval_b")
     p.set_defaults(func=run_compare)
 
     p = sub.add_parser("report", help="a Table-1-shaped report (rows backbone x method)")
-    add_db(p)
+    add_store(p)
     p.add_argument("--dataset", action="append", default=None,
                    help="dataset(s) to include (default: tinyworld, columns = question families)")
     p.add_argument("--split", default="test")

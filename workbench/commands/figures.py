@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands import add_db, db_path
+from workbench.commands import add_store, db_path, other_stores
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "figures", help="rebuild Tables 1-2 and Figures 3-4: the paper's numbers beside this store's runs",
         description="Writes HTML (and PNG where a Chromium exists) figures and Markdown/CSV tables; prints their paths.")
-    add_db(parser)
+    add_store(parser)
     parser.add_argument("--paper-only", action="store_true", help="ignore the store: the paper's numbers alone")
     parser.add_argument("--out", default=None, help="output folder (default: figures/, env WORKBENCH_FIGURES)")
     parser.add_argument("--reference", default=None, metavar="FILE",
@@ -24,8 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from workbench import figures, reference
 
-    figures.build_all(db=db_path(args), paper_only=args.paper_only, out_dir=args.out,
+    db = db_path(args)
+    if not args.paper_only and not Path(db).exists() and (args.db or args.preset != "tiny" or other_stores(db)):
+        # a store named, or runs elsewhere: never fall back to the paper's numbers alone without saying so
+        raise FileNotFoundError(f"--db: no store at {db}{other_stores(db)}; or --paper-only for the paper's numbers")
+    figures.build_all(db=db, paper_only=args.paper_only, out_dir=args.out,
                       reference_file=args.reference or reference.DEFAULT, table1_file=args.table1_reference)
     return 0

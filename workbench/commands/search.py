@@ -6,14 +6,14 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from workbench.commands import add_db, add_set, db_path, existing_db, overrides
+from workbench.commands import add_set, add_store, db_path, existing_db, overrides
 from workbench.search.server import LimitError, Limits
 
 
 def _add_index(p: argparse.ArgumentParser) -> None:
-    add_db(p)
+    add_store(p)
     p.add_argument("--index", choices=["bm25", "dense", "hybrid"], default="bm25",
-                   help="retrieval index (default: bm25; hybrid: both fused by reciprocal rank fusion)")
+                   help="retrieval index (default: bm25; hybrid: both fused, search.index.fuse at its defaults)")
     p.add_argument("--model", default=None,
                    help="dense encoder: a sentence-transformers or E5 path (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--e5", action=argparse.BooleanOptionalAction, default=None,

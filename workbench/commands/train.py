@@ -6,16 +6,16 @@ import argparse
 import json
 import sys
 
-from workbench.commands import add_db, add_set, db_path, existing_db, overrides
+from workbench.commands import add_db, add_set, add_store, db_path, existing_db, overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from workbench.method.methods import METHODS, method_name
+    from workbench.method.methods import method_arg, methods_help
 
     p = sub.add_parser("train", help="run the self-evolution loop (CoEvoKG, baselines, ablation rows)")
     p.add_argument("--preset", default="tiny", help="smoke | tiny | paper | paper-7b | paper-8b (default tiny)")
-    p.add_argument("--method", default="coevokg", type=method_name, choices=sorted(METHODS),
-                   help="coevokg (full), search_r1 (or Search-R1), ssp, c1 (+KG tasks), c2 (+path/difficulty rewards)")
+    p.add_argument("--method", default="coevokg", type=method_arg, metavar="METHOD",
+                   help=f"the row to train (default coevokg): {methods_help()}")
     p.add_argument("--steps", type=int, default=None, help="rounds in the run's total (default: the preset's)")
     p.add_argument("--run", required=True, help="run name (its rows and runs/<name>/ checkpoints)")
     p.add_argument("--seed", type=int, default=None)
@@ -36,10 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = rsub.add_parser("show", help="per-round metrics of a run")
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="print a JSON list, one object per round")
-    add_db(show)
+    add_store(show)
     show.set_defaults(func=_show)
     lst = rsub.add_parser("list", help="all runs in the store")
-    add_db(lst)
+    add_store(lst)
     lst.set_defaults(func=_list)
 
 

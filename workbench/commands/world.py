@@ -57,7 +57,7 @@ def _world(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from workbench import config, store
+    from workbench import config, paths, store
     from workbench.kg import benchmarks
     from workbench.kg.qa_sets import export_searchr1_parquet
 
@@ -65,6 +65,7 @@ def _export(args: argparse.Namespace) -> int:
     suite = args.suite is not None or args.dataset in benchmarks.SUITE
     if suite and args.split != "test":
         raise ValueError(f"--split {args.split!r}: the Table 1 benchmarks have a test split only")
+    paths.output_file(args.out, "OUT", inputs=[db], force=args.force)  # before the suite is built into the store
     con = store.connect(db, read_only=not suite)  # the suite is built on first use
     try:
         if suite:

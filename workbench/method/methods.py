@@ -157,5 +157,33 @@ def method_spec(name: str) -> MethodSpec:
     ValueError listing the known ones."""
     key = method_name(name)
     if key not in METHODS:
-        raise ValueError(f"--method: unknown method {name!r}; expected one of {sorted(METHODS)}")
+        from workbench.config import did_you_mean
+
+        raise ValueError(f"--method: unknown method {name!r}; expected one of {sorted(METHODS)}"
+                         f"{did_you_mean(key, METHODS)}")
     return METHODS[key]
+
+
+def method_arg(name: str) -> str:
+    """``--method``'s argparse type: the method's key, or an error with the closest name.
+
+    Example:
+        >>> method_arg("Search-R1")
+        'search_r1'
+    """
+    import argparse
+
+    try:
+        return method_spec(name).name
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--method: ")) from None
+
+
+def methods_help() -> str:
+    """Every method with its row label, for ``--method``'s help.
+
+    Example:
+        >>> methods_help().startswith("search_r1 (Search-R1), ssp (SSP)")
+        True
+    """
+    return ", ".join(f"{name} ({spec.label})" for name, spec in METHODS.items())

@@ -1,5 +1,5 @@
 """BM25 and dense (FAISS) indexes over the store's passages, persisted beside the store, and their
-hybrid (``HybridIndex``: reciprocal rank fusion of the two).
+hybrid (``HybridIndex``: the two fused by ``fuse``).
 
 The corpus is the ``passages`` table joined with ``entities.title``, ordered by ``passage_id``.
 Each passage is indexed as its wiki-18 ``contents`` string, ``"Title"\\ntext`` (the title in
@@ -264,7 +264,12 @@ class DenseIndex:
 
 
 RRF_K = 60  # the constant of reciprocal rank fusion (Cormack, Clarke and Buettcher, SIGIR 2009), search.rrf_k
-HYBRID_DEPTH = 50  # ours: hits of each retriever fused (search.hybrid_depth)
+# ours, the three chosen together on a development set of 4,000 synthetic queries, not on the
+# hand-written test questions (scripts/hybrid_dev.py; 50, rrf and 0.5 before 2026-12-04)
+HYBRID_DEPTH = 100  # hits of each retriever fused (search.hybrid_depth)
+FUSIONS = ("rrf", "minmax", "zscore")  # search.fusion (config.FUSIONS, tested equal)
+FUSION = "zscore"  # search.fusion
+FUSION_WEIGHT = 0.7  # search.fusion_weight: BM25's weight (dense's 0.3)
 
 
 def rrf(rankings, k: int, c: float = RRF_K) -> list[tuple[int, float]]:
@@ -282,12 +287,66 @@ def rrf(rankings, k: int, c: float = RRF_K) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
-class HybridIndex:
-    """BM25 and dense retrieval fused by reciprocal rank fusion (``search.index=hybrid``; ours).
+def _normalised(scores: list[float], fusion: str, c: float) -> tuple[list[float], float]:
+    """One retriever's hits' values under ``fusion`` (in rank order) and the value of a hit it does not list."""
+    if fusion == "rrf":
+        return [1.0 / (c + rank) for rank in range(1, len(scores) + 1)], 0.0
+    s = np.asarray(scores, dtype=np.float64)
+    if fusion == "minmax":
+        span = s.max() - s.min() if len(s) else 0.0
+        return ((s - s.min()) / span if span > 0 else np.ones_like(s)).tolist(), 0.0
+    sd = s.std() if len(s) else 0.0
+    z = (s - s.mean()) / sd if sd > 0 else np.zeros_like(s)
+    return z.tolist(), float(z.min()) if len(z) else 0.0
 
-    Each query's top ``depth`` hits of each index (BM25's with a score above 0: the others share no
-    term with the query) are fused by :func:`rrf` with constant ``rrf_k``; the score of a hit is its
-    fused score. Both indexes are the ones ``bm25`` and ``dense`` open on their own (persisted, shared).
+
+def fuse(lexical, dense, k: int, fusion: str = FUSION, weight: float = FUSION_WEIGHT,
+         c: float = RRF_K) -> list[tuple[int, float]]:
+    """The top ``k`` of two ranked hit lists fused: score = ``weight`` x BM25's value + (1 - ``weight``)
+    x dense's value (ours: one convex combination for the three standard fusions).
+
+    ``lexical``, ``dense``: (row, score) pairs, best first. A hit's value in a list, by ``fusion``:
+    ``rrf``: 1 / (``c`` + its rank) (reciprocal rank fusion, Cormack et al. 2009; weight 0.5 is their
+    unweighted sum, halved); ``minmax``: its score min-max normalised over the list (all 1 when the
+    list's scores are equal); ``zscore``: its score's z-score over the list (0 when equal). A hit the
+    list lacks takes the list's lowest value (0 for ``rrf`` and ``minmax``, the least z-score for
+    ``zscore``). Ties go to the better rank in the list weighted more (BM25's at 0.5), then in the
+    other, then to the lower row, so ``weight`` 1 keeps BM25's order and 0 dense's.
+
+    Example:
+        >>> [(r, round(s, 4)) for r, s in fuse([(3, 9.0), (1, 5.0)], [(1, 0.8), (4, 0.6)], k=3, fusion="rrf", weight=0.5)]
+        [(1, 0.0163), (3, 0.0082), (4, 0.0081)]
+        >>> [(r, round(s, 4)) for r, s in fuse([(3, 9.0), (1, 5.0)], [(1, 0.8), (4, 0.6)], k=3)]  # zscore, 0.7
+        [(3, 0.4), (1, -0.4), (4, -1.0)]
+        >>> [r for r, _ in fuse([(3, 9.0), (1, 5.0)], [(1, 0.8), (4, 0.6)], k=3, fusion="minmax", weight=0.3)]
+        [1, 3, 4]
+    """
+    if fusion not in FUSIONS:
+        raise ValueError(f"search.fusion must be one of {list(FUSIONS)}, got {fusion!r}")
+    if not 0 <= weight <= 1:
+        raise ValueError(f"search.fusion_weight must be a number in [0, 1], got {weight!r}")
+    ranks: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    values: tuple[dict[int, float], dict[int, float]] = ({}, {})
+    missing = [0.0, 0.0]
+    for j, hits in enumerate((lexical, dense)):
+        rows = [int(r) for r, _ in hits]
+        normalised, missing[j] = _normalised([float(s) for _, s in hits], fusion, c)
+        for rank, (row, value) in enumerate(zip(rows, normalised), start=1):
+            if row not in ranks[j]:  # a row listed twice counts at its better rank
+                ranks[j][row], values[j][row] = rank, value
+    first = 0 if weight >= 0.5 else 1
+    scored = []
+    for row in set(ranks[0]) | set(ranks[1]):
+        score = weight * values[0].get(row, missing[0]) + (1 - weight) * values[1].get(row, missing[1])
+        scored.append((-score, ranks[first].get(row, np.inf), ranks[1 - first].get(row, np.inf), row))
+    return [(row, -neg) for neg, _, _, row in sorted(scored)[:k]]
+
+
+class HybridIndex:
+    """BM25 and dense retrieval fused (``search.index=hybrid``; ours): :func:`fuse` of each query's top
+    ``depth`` hits of each index (BM25's with a score above 0: the others share no term with the
+    query), by ``fusion`` with BM25's ``weight`` (and ``rrf_k`` for ``rrf``); the score of a hit is
+    its fused score. Both indexes are the ones ``bm25`` and ``dense`` open on their own (persisted, shared).
 
     Example:
         >>> from workbench import store
@@ -297,15 +356,18 @@ class HybridIndex:
         >>> idx = HybridIndex(BM25Index.build(corpus), DenseIndex.build(corpus, Encoder()), len(corpus))
         >>> rows, scores = idx.search(["where does tea grow"], k=2)
         >>> rows[0].tolist(), round(float(scores[0][0]), 4)
-        ([0, 1], 0.0328)
+        ([0, 1], 0.3)
     """
 
     kind = "hybrid"
 
-    def __init__(self, bm25: BM25Index, dense: DenseIndex, n: int, rrf_k: float = RRF_K, depth: int = HYBRID_DEPTH):
+    def __init__(self, bm25: BM25Index, dense: DenseIndex, n: int, rrf_k: float = RRF_K, depth: int = HYBRID_DEPTH,
+                 fusion: str = FUSION, weight: float = FUSION_WEIGHT):
         if not rrf_k >= 0 or int(depth) < 1:
             raise ValueError(f"search.rrf_k must be >= 0 and search.hybrid_depth >= 1, got {rrf_k!r} and {depth!r}")
+        fuse([], [], 1, fusion, weight)  # the same checks as at search time, now
         self.bm25, self.dense, self.n, self.rrf_k, self.depth = bm25, dense, int(n), float(rrf_k), int(depth)
+        self.fusion, self.weight = fusion, float(weight)
 
     @property
     def device(self) -> str:
@@ -319,12 +381,13 @@ class HybridIndex:
         """Row indices and fused scores, shape (len(queries), k): rows past the fused hits are -1."""
         depth = min(max(k, self.depth), self.n)
         brows, bscores = self.bm25.search(queries, depth)
-        drows, _ = self.dense.search(queries, depth)
+        drows, dscores = self.dense.search(queries, depth)
         rows = np.full((len(queries), k), -1, dtype=np.int64)
         scores = np.zeros((len(queries), k), dtype=np.float32)
         for i in range(len(queries)):
-            lexical = [r for r, s in zip(brows[i], bscores[i]) if s > 0 and r >= 0]
-            fused = rrf([lexical, [r for r in drows[i] if r >= 0]], k, self.rrf_k)
+            lexical = [(r, s) for r, s in zip(brows[i], bscores[i]) if s > 0 and r >= 0]
+            semantic = [(r, s) for r, s in zip(drows[i], dscores[i]) if r >= 0]
+            fused = fuse(lexical, semantic, k, self.fusion, self.weight, self.rrf_k)
             rows[i, :len(fused)] = [r for r, _ in fused]
             scores[i, :len(fused)] = [s for _, s in fused]
         return rows, scores

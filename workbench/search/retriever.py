@@ -27,7 +27,7 @@ def make_retriever(con, search_cfg, index: str | None = None):
     """``RemoteRetriever(search.url)`` when a URL is set (its hits' missing entity ids looked up
     by title in ``con`` when given), else ``SearchTool`` over ``con`` with
     ``index`` (default ``search.index``), ``search.dense_model`` (``paths.local_model``) and
-    ``search.device`` (:func:`search_device`), ``search.rrf_k`` and ``search.hybrid_depth`` (hybrid), memory-mapped with passages read from the store when ``search.mmap``."""
+    ``search.device`` (:func:`search_device`), ``search.rrf_k``, ``search.hybrid_depth``, ``search.fusion`` and ``search.fusion_weight`` (hybrid), memory-mapped with passages read from the store when ``search.mmap``."""
     if search_cfg.url:
         from workbench.search.client import RemoteRetriever
 
@@ -37,7 +37,8 @@ def make_retriever(con, search_cfg, index: str | None = None):
     return SearchTool(con, index=index or search_cfg.index, topk=search_cfg.topk,
                       device=search_device(search_cfg.device),
                       model=paths.local_model(search_cfg.dense_model) if search_cfg.dense_model else None,
-                      mmap=search_cfg.mmap, rrf_k=search_cfg.rrf_k, hybrid_depth=search_cfg.hybrid_depth)
+                      mmap=search_cfg.mmap, rrf_k=search_cfg.rrf_k, hybrid_depth=search_cfg.hybrid_depth,
+                      fusion=search_cfg.fusion, fusion_weight=search_cfg.fusion_weight)
 
 
 def search_device(device: str) -> str:

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 from cachetools import LRUCache
 
-from workbench.search.index import (HYBRID_DEPTH, RRF_K, Corpus, HybridIndex, contents, load_corpus,
-                                   open_index)
+from workbench.search.index import (FUSION, FUSION_WEIGHT, HYBRID_DEPTH, RRF_K, Corpus, HybridIndex, contents, fuse,
+                                   load_corpus, open_index)
 
 INDEX_KINDS = ("bm25", "dense", "hybrid")  # search.index (config.INDEXES, tested equal)
 
@@ -193,8 +193,8 @@ class Retriever(CacheCounters):
 
 class SearchTool(Retriever):
     """Search over a store's passages with BM25 (bm25s), dense retrieval (FAISS) or both fused
-    (``index='hybrid'``: ``search.index.HybridIndex``, reciprocal rank fusion with constant ``rrf_k``
-    over each one's top ``hybrid_depth``).
+    (``index='hybrid'``: ``search.index.HybridIndex``, each one's top ``hybrid_depth`` fused by
+    ``search.index.fuse`` with ``fusion``, BM25's weight ``fusion_weight`` and ``rrf_k``).
 
     ``db_or_con`` is a store path or an open DuckDB connection. ``model`` picks the dense encoder
     (default: the packaged all-MiniLM-L6-v2; any sentence-transformers or E5 path); ``e5``
@@ -218,12 +218,13 @@ class SearchTool(Retriever):
     def __init__(self, db_or_con, index: str = "bm25", topk: int = 3, model: str | None = None,
                  e5: bool | None = None, cache: bool = True, index_dir: str | Path | None = None,
                  device: str = "cpu", mmap: bool = False, cache_bytes: int = CACHE_BYTES, rrf_k: float = RRF_K,
-                 hybrid_depth: int = HYBRID_DEPTH):
+                 hybrid_depth: int = HYBRID_DEPTH, fusion: str = FUSION, fusion_weight: float = FUSION_WEIGHT):
         super().__init__(topk=topk, cache=cache, cache_bytes=cache_bytes)
         if index not in INDEX_KINDS:
             raise ValueError(f"index must be one of {list(INDEX_KINDS)}, got {index!r}")
+        fuse([], [], 1, fusion, fusion_weight)  # search.fusion and search.fusion_weight checked before any index loads
         self.kind = index
-        self.fusion = (rrf_k, hybrid_depth)
+        self.fusion = (rrf_k, hybrid_depth, fusion, fusion_weight)
         self.corpus, self.passages, self._own = None, None, None
         if isinstance(db_or_con, (str, Path)):
             if not Path(db_or_con).exists():
