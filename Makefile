@@ -44,7 +44,7 @@ endif
 	@touch $(STAMP)
 
 quickstart: $(STAMP)
-	$(BIN)/workbench quickstart --preset $(PRESET)
+	$(BIN)/workbench quickstart --preset $(PRESET)$(if $(filter 1,$(LONG)), --long)
 
 # JupyterLab from the project's venv (its python3 kernel is the venv's Python), on loopback only,
 # opened on LAB_DIR (notebooks/); the URL it prints carries the login token. LAB_FLAGS go to

@@ -29,6 +29,7 @@ def test_every_preset_is_valid(name):
     ("method.verifier", "oracle", "one of"),
     ("method.pool_sampling", "weighted", "one of"),
     ("method.gate_aggregation", "max", "one of"),
+    ("method.seed_families", "comparison,,two_hop", "family names joined by ','"),
     ("method.steps", 2.5, "an int"),  # int(2.5) used to truncate to 2 silently
     ("pool.min_hops", 1, "at least two relational hops"),
     ("pool.max_hops", 1, "pool.min_hops"),

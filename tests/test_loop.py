@@ -311,3 +311,19 @@ def test_a_backend_whose_logprobs_are_not_the_trainers_recomputes_only_after_the
     rows = cfg.chains_per_round * cfg.admit_top_k * cfg.group_size  # the solver's; the proposer's too where scored
     assert two["skipped_update"] == 0 and len(recomputed) == 1
     assert rows // 2 <= recomputed[0] < rows + cfg.chains_per_round * cfg.candidates_per_chain
+
+
+def test_the_seed_fallback_draws_only_the_families_named(db):
+    rows = train(db, run="fam", method="search_r1", preset="smoke", steps=2, progress=False, log=None,
+                 overrides={"method.seed_families": "comparison, two_hop"})
+    con = store.connect(db, read_only=True)
+    drawn = con.execute("SELECT DISTINCT q.family FROM trajectories t JOIN questions q USING (question_id) "
+                        "WHERE t.run = 'fam' ORDER BY 1").fetchall()
+    con.close()
+    assert len(rows) == 2 and drawn == [("comparison",), ("two_hop",)]
+
+
+def test_a_seed_family_the_pool_lacks_is_refused_before_any_round(db):
+    with pytest.raises(ValueError, match=r"method.seed_families.*three_hops not among the seed pool's families"):
+        train(db, run="fam-bad", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.seed_families": "three_hops"})

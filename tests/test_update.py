@@ -30,6 +30,16 @@ def test_grpo_advantages_eq11():
         grpo_advantages([1.0, 0.0, 1.0], group_size=2)
 
 
+@pytest.mark.parametrize("reward", [0.7, 1.2, 0.1, 1 / 3])
+def test_a_group_of_equal_rewards_gets_advantage_exactly_zero(reward):
+    # Eq. 7's R_s = EM + beta S_path is rarely a float the group mean reproduces exactly: the mean's
+    # rounding divided by eps (std 0) gave every row of such a group the same advantage, 0.056 for
+    # eight rewards of 0.7 and 0.106 for 1.2, pushing the whole group up or down
+    a = grpo_advantages([reward] * 8 + [1.0, 0.0] * 4, group_size=8)
+    assert a[:8].tolist() == [0.0] * 8 and torch.allclose(a[8:], torch.tensor([1.0, -1.0] * 4) * math.sqrt(7 / 8),
+                                                          atol=1e-5)
+
+
 def test_reinforce_pp_advantages_eq12():
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
     # gamma .5: seq 1 reward 1 at t=2 -> G = [.25, .5, 1]; seq 2 reward -1 at t=1 -> G = [-.5, -1, -]

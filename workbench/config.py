@@ -161,6 +161,8 @@ class MethodConfig:
     proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
     seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
+    # ours: the families the seed fallback draws from, comma-separated (e.g. "comparison,two_hop"); "" = all
+    seed_families: str = ""
     val_dataset: str = "tinyworld"  # questions.dataset of the validation split (its split 'val')
     path_order: float = 0.5  # alpha of M_direct (Eqs. 8-9): weight of order_d; ours (see PathSupportParams)
     path_text: float = 0.25  # beta of M_direct (not Eq. 7's beta_path): weight of text_d, mutual mention; ours
@@ -409,6 +411,8 @@ RULES: dict[str, tuple] = {
                  "path_order", "path_text", "path_cooccur", "path_eta")},
     **{f"method.{k}": (lambda v, _: bool(v.strip()), "a non-empty dataset name")
        for k in ("seed_dataset", "val_dataset")},
+    "method.seed_families": (lambda v, _: v == "" or all(f.strip() for f in v.split(",")),
+                             "'' (every family) or family names joined by ',' (e.g. 'comparison,two_hop')"),
     "method.drfree_reward_form": (_one_of("positive_part", "indicator"), "one of ['indicator', 'positive_part']"),
     "method.drfree_micro_batch": (_at_least(1), "an integer >= 1"),
     "method.chain_selection": (_one_of("", "all", "drfree"), "one of ['', 'all', 'drfree'] ('' = the method's)"),

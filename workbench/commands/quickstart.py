@@ -13,10 +13,14 @@ from workbench.commands import add_db
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="run the whole method at tiny size (executes notebook 00)")
     p.add_argument("--preset", default="tiny", choices=("smoke", "tiny"), help="smoke (about a minute) | tiny (default)")
-    p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the notebook's 6)")
+    p.add_argument("--long", action="store_true",
+                   help="the longer run (workbench/quickstart.py: LONG; about 28 CPU minutes; it too shows no significant gain)")
+    p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the quickstart's 6, 14 with --long)")
     p.add_argument("--slots", type=int, default=None,
-                   help="question slots a round (default: the notebook's 8; 0 = the preset's, 32 at tiny)")
-    p.add_argument("--seed", type=int, default=0)
+                   help="question slots a round (default: the quickstart's 8, 16 with --long; 0 = the preset's, 32 at tiny)")
+    p.add_argument("--seed", type=int, default=0, help="world, pool, warm start and training seed (default 0)")
+    p.add_argument("--train-seed", type=int, default=None,
+                   help="the training rounds' seed alone: the same world and warm start (default: --seed)")
     add_db(p)
     p.set_defaults(func=_quickstart)
 
@@ -35,20 +39,23 @@ def _quickstart(args: argparse.Namespace) -> int:
     from workbench import paths
     from workbench.config import preset
 
-    preset(args.preset, **{"method.seed": args.seed})  # bad settings: one line here, not a notebook's traceback
+    for seed in (args.seed, args.train_seed):  # bad settings: one line here, not a notebook's traceback
+        if seed is not None:
+            preset(args.preset, **{"method.seed": seed})
     for flag, value in (("--steps", args.steps), ("--slots", args.slots)):
         if value is not None and value < (1 if flag == "--steps" else 0):
             raise ValueError(f"{flag} {value}: expected an integer >= {1 if flag == '--steps' else 0}")
     src = paths.notebooks_dir() / "00_quickstart.ipynb"
-    out = paths.runs_dir() / "quickstart" / f"00_quickstart-{args.preset}.ipynb"
+    out = paths.runs_dir() / "quickstart" / f"00_quickstart-{args.preset}{'-long' if args.long else ''}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     print(f"quickstart ({args.preset}): running {src.name}; its output follows")
     # CurveZMQ keys for the kernel (its spec declares them), so it warns of no plain-text TCP
     papermill.execute_notebook(str(src), str(out), cwd=str(src.parent), progress_bar=False, log_output=True,
                                config=Config(KernelManager={"transport_encryption": "auto"}),
-                               parameters={"preset": args.preset, "seed": args.seed, "db": args.db or "",
-                                           **{k: v for k, v in (("steps", args.steps), ("slots", args.slots))
+                               parameters={"preset": args.preset, "seed": args.seed, "db": args.db or "", "long": args.long,
+                                           **{k: v for k, v in (("steps", args.steps), ("slots", args.slots),
+                                                                 ("train_seed", args.train_seed))
                                               if v is not None}})
     minutes = (time.perf_counter() - start) / 60
     print(f"quickstart ({args.preset}) finished in {minutes:.1f} min")

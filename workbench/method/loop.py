@@ -103,6 +103,34 @@ class Laps:
         self._clock = now
 
 
+def seed_pool_of(con, dataset: str, families: str = "") -> list[tuple]:
+    """The seed pool the fallback draws from (section 3.2): (question_id, question, answers, hops,
+    chain) of ``dataset``'s split 'seed', by question id; ``families`` (``method.seed_families``,
+    ours: names joined by ',') keeps those families only, "" keeps all. ValueError when none is left.
+
+    Example:
+        >>> from workbench import store
+        >>> from workbench.kg.tinyworld import build_world
+        >>> con = store.connect(":memory:"); _ = build_world(con, preset="smoke")
+        >>> len(seed_pool_of(con, "tinyworld")), len(seed_pool_of(con, "tinyworld", "comparison,two_hop"))
+        (100, 40)
+    """
+    wanted = [f.strip() for f in families.split(",") if f.strip()]
+    rows = con.execute(
+        "SELECT question_id, question, answers, coalesce(hops, 1), coalesce(chain, []), coalesce(family, dataset) "
+        "FROM questions WHERE dataset = ? AND split = 'seed' ORDER BY question_id", [dataset]).fetchall()
+    if not rows:
+        raise ValueError(f"the store has no seed-pool questions (dataset {dataset!r}, split 'seed'); "
+                         "build a world (workbench world) or import one (workbench import qa --split seed) "
+                         "and set method.seed_dataset")
+    have = sorted({r[5] for r in rows})
+    unknown = sorted(set(wanted) - set(have))
+    if unknown:
+        raise ValueError(f"config field 'method.seed_families': {', '.join(unknown)} not among the seed pool's "
+                         f"families {have} (dataset {dataset!r}); name some of those, or '' for all")
+    return [r[:5] for r in rows if not wanted or r[5] in wanted]
+
+
 class Trainer:
     """Holds the policy, its frozen reference, the optimiser step and the solver's tools of one run,
     and runs its rounds (:meth:`run_round`).
@@ -155,13 +183,7 @@ class Trainer:
             return
         self.titles: dict[int, str] = dict(con.execute(
             "SELECT entity_id, title FROM entities").fetchall())
-        self.seed_pool = con.execute(
-            "SELECT question_id, question, answers, coalesce(hops, 1), coalesce(chain, []) FROM questions "
-            "WHERE dataset = ? AND split = 'seed' ORDER BY question_id", [m.seed_dataset]).fetchall()
-        if not self.seed_pool:
-            raise ValueError(f"the store has no seed-pool questions (dataset {m.seed_dataset!r}, split 'seed'); "
-                             "build a world (workbench world) or import one (workbench import qa --split seed) "
-                             "and set method.seed_dataset")
+        self.seed_pool = seed_pool_of(con, m.seed_dataset, m.seed_families)
 
     @property
     def ranks(self):

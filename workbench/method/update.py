@@ -52,7 +52,9 @@ def grpo_advantages(rewards, group_size: int, eps: float = 1e-6) -> torch.Tensor
                          f"{tuple(r.shape)} with group_size={group_size}")
     groups = r.view(-1, group_size)
     adv = (groups - groups.mean(dim=1, keepdim=True)) / (groups.std(dim=1, keepdim=True) + eps)
-    return adv.reshape(-1)
+    # equal rewards: the mean's rounding (0.7 * 8 / 8 != 0.7 in float32) divided by eps is no advantage
+    uniform = (groups == groups[:, :1]).all(dim=1, keepdim=True)
+    return adv.masked_fill(uniform, 0.0).reshape(-1)
 
 
 def reinforce_pp_advantages(rewards_at_terminal, mask: torch.Tensor, gamma: float = 1.0,
