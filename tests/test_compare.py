@@ -82,7 +82,7 @@ def test_cli_draws_two_groups_with_seed_bands_and_distinct_colours(db, tmp_path,
 
 
 def test_the_other_figures_show_the_chosen_runs_alone(db, tmp_path, no_browser):
-    view = compare.only_runs(db, ["sr-s0", "co-s1"])
+    view = figures.only_runs(db, ["sr-s0", "co-s1"])
     try:
         assert figures.store_runs(view).run.tolist() == ["sr-s0", "co-s1"]
         assert sorted(set(figures.run_metrics(view).run)) == ["co-s1", "sr-s0"]

@@ -4,7 +4,7 @@
 ``co-s[01]``); ``group_runs`` labels each run by its method, its seed or itself (``GROUP_BY``);
 ``compare_figure`` draws one colour per group per training curve: the mean over the group's runs
 (its seeds) with a 95% t interval as a band (``seed_band``), and a legend naming each group and its
-runs. ``only_runs`` narrows a store to the chosen runs for every other figure. ``over_seeds`` does
+runs. ``figures.only_runs`` narrows a store to the chosen runs for every other figure. ``over_seeds`` does
 the same for a batch's recorded outputs: one row per (group, output) with the mean over seeds and
 its 95% t interval, the table and figure a batch summary shows.
 
@@ -180,32 +180,6 @@ def compare_figure(runs: pd.DataFrame, metrics: pd.DataFrame, by: str = "method"
 
 def _wrap_runs(line: str, width: int = 110) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
-
-
-def only_runs(db, runs: Sequence[str]):
-    """The store at ``db`` as figure builders read it, holding only ``runs``: an in-memory DuckDB
-    with the store attached read-only and one view per table, tables with a ``run`` column filtered
-    to those runs (evaluations, keyed by model rather than run, stay whole).
-
-    Example:
-        >>> view = only_runs("data/smoke.duckdb", ["sr-s0"])  # doctest: +SKIP
-    """
-    import duckdb
-
-    view = duckdb.connect()
-    try:
-        view.execute("ATTACH ? AS src (READ_ONLY)", [str(db)])
-    except duckdb.IOException as err:
-        view.close()
-        raise ValueError(f"{db}: cannot open the store read-only ({err}); is a run still writing to it?") from err
-    view.execute("CREATE TEMP TABLE chosen (run VARCHAR)")
-    view.executemany("INSERT INTO chosen VALUES (?)", [[r] for r in runs])
-    tables = view.execute("SELECT table_name, list(column_name) FROM information_schema.columns "
-                          "WHERE table_catalog = 'src' AND table_schema = 'main' GROUP BY table_name").fetchall()
-    for table, columns in tables:
-        where = " WHERE run IN (SELECT run FROM chosen)" if "run" in columns else ""
-        view.execute(f'CREATE VIEW main."{table}" AS SELECT * FROM src.main."{table}"{where}')
-    return view
 
 
 # --------------------------------------------------------------------------- batch points over seeds

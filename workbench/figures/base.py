@@ -202,6 +202,30 @@ def _png_ready() -> bool:
 
 # ------------------------------------------------------------------------------- reading the store
 
+def only_runs(db, runs) -> duckdb.DuckDBPyConnection:
+    """The store at ``db`` as figure builders read it, holding only ``runs``: an in-memory DuckDB
+    with the store attached read-only and one view per table, tables with a ``run`` column filtered
+    to those runs (evaluations, keyed by model rather than run, stay whole).
+
+    Example:
+        >>> view = only_runs("data/smoke.duckdb", ["sr-s0"])  # doctest: +SKIP
+    """
+    view = duckdb.connect()
+    try:
+        view.execute("ATTACH ? AS src (READ_ONLY)", [str(db)])
+    except duckdb.IOException as err:
+        view.close()
+        raise ValueError(f"{db}: cannot open the store read-only ({err}); is a run still writing to it?") from err
+    view.execute("CREATE TEMP TABLE chosen (run VARCHAR)")
+    view.executemany("INSERT INTO chosen VALUES (?)", [[r] for r in runs])
+    tables = view.execute("SELECT table_name, list(column_name) FROM information_schema.columns "
+                          "WHERE table_catalog = 'src' AND table_schema = 'main' GROUP BY table_name").fetchall()
+    for table, columns in tables:
+        where = " WHERE run IN (SELECT run FROM chosen)" if "run" in columns else ""
+        view.execute(f'CREATE VIEW main."{table}" AS SELECT * FROM src.main."{table}"{where}')
+    return view
+
+
 def open_store(db: str | Path | None) -> duckdb.DuckDBPyConnection | None:
     """The store at ``db`` opened read-only, or None when there is no such file (paper side only).
 

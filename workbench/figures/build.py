@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench import paths, reference
-from workbench.figures.base import (describe_runs, open_store, run_metrics, save_fig, save_table, store_runs,
+from workbench.figures.base import (describe_runs, only_runs, open_store, run_metrics, save_fig, save_table, store_runs,
                                     table_decimals)
 from workbench.figures.coevokg import answer_types, figure3, figure4, gate_rejections, table1, table2
 from workbench.figures.eog import topology_curriculum, topology_success
@@ -40,7 +40,7 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
 
     ``db`` defaults to ``paths.default_db()``; ``paper_only`` shows the paper's numbers alone (no
     store, no reference); ``with_reference=False`` leaves the reference out; ``runs`` given, the
-    figures show those runs of the store alone (``compare.only_runs``).
+    figures show those runs of the store alone (``only_runs``).
 
     Example:
         >>> written = build_all(paper_only=True, out_dir=tmp)  # doctest: +SKIP
@@ -50,10 +50,8 @@ def build_all(db: str | Path | None = None, paper_only: bool = False, out_dir: s
     suite_ref = reference.load_table1(table1_file) if with_reference and not paper_only else None
     con = None if paper_only else open_store(db)
     if con is not None and runs is not None:
-        from workbench import compare
-
         con.close()
-        con = compare.only_runs(db, runs)
+        con = only_runs(db, runs)
     if not paper_only:
         print(f"store: {db}" if con is not None else f"no store at {db}: the paper's numbers"
               + (" and the reference runs" if ref else " alone"))
