@@ -495,3 +495,13 @@ def test_paper_tier_preset_reads_the_label_evaluate_writes():
 
     assert [figures.paper_tier_preset(eval_backbone("Llama-3.1-8B-Instruct", p)) for p in ("paper-8b", "paper", "tiny")
             ] == ["paper-8b", "paper", None]
+
+
+def test_show_prints_no_paths_before_the_figure(tmp_path, capsys):
+    """Issue 43: a notebook's figure cell printed the files' paths above the figure; the static copy
+    names the files under the image instead."""
+    shown = figures.show(go.Figure(go.Bar(x=[1], y=[2])), "probe", out_dir=tmp_path)
+    assert capsys.readouterr().out == ""
+    if shown.png is not None:
+        page = shown._repr_mimebundle_()["text/html"]
+        assert page.index("<img") < page.index("saved: probe.html, probe.png")

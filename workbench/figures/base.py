@@ -44,8 +44,9 @@ _png_works: bool | None = None  # learnt on the first PNG; a missing browser is 
 
 # ---------------------------------------------------------------------------------------- saving
 
-def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> list[Path]:
-    """Write ``fig`` as ``<name>.html`` (always) and ``<name>.png`` (when a Chromium exists); print the paths.
+def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None, quiet: bool = False) -> list[Path]:
+    """Write ``fig`` as ``<name>.html`` (always) and ``<name>.png`` (when a Chromium exists); print the
+    paths unless ``quiet`` (``show``: a notebook's figure comes first, its files after it).
 
     ``out_dir`` defaults to ``paths.figures_dir()`` (env ``WORKBENCH_FIGURES``). The HTML loads
     plotly.js from a ``plotly.min.js`` beside it, so it opens offline.
@@ -72,8 +73,9 @@ def save_fig(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> li
             written.append(png)
         except Exception as err:  # a browser that crashes must not cost the HTML
             print(f"PNG export failed for {name} ({type(err).__name__}: {err}); wrote HTML only")
-    for path in written:
-        print(path)
+    if not quiet:
+        for path in written:
+            print(path)
     return written
 
 
@@ -111,8 +113,9 @@ class SavedFigure:
         data = base64.b64encode(self.png.read_bytes()).decode("ascii")
         title = html.escape((self.fig.layout.title.text or self.name), quote=True)
         # the file has twice the pixels of PNG_WIDTH: sharp at that width, scaled down on a narrower page
+        saved = ", ".join(html.escape(p.name) for p in self.written)
         return (f'<img src="data:image/png;base64,{data}" alt="{title}" width="{PNG_WIDTH}" '
-                'style="max-width: 100%; height: auto">')
+                f'style="max-width: 100%; height: auto"><p style="font-size: smaller">saved: {saved}</p>')
 
     def _plotly_html(self) -> str:
         first = not SavedFigure._plotlyjs_sent
@@ -130,7 +133,7 @@ def show(fig: go.Figure, name: str, out_dir: str | Path | None = None) -> SavedF
         >>> show(go.Figure(go.Bar(x=[1], y=[2])), "demo", out_dir=tmp)  # doctest: +SKIP
         figure demo: .../demo.html, .../demo.png
     """
-    return SavedFigure(fig, name, save_fig(fig, name, out_dir))
+    return SavedFigure(fig, name, save_fig(fig, name, out_dir, quiet=True))
 
 
 def _markdown(df: pd.DataFrame, decimals: int | None = None) -> str:
