@@ -3,13 +3,13 @@
     python docs/tools/execute_notebooks.py [--out build/docs/notebooks] [--only 01_kg_walks ...]
 
 Each notebooks/NAME.ipynb runs with papermill (`preset="smoke"`), in order, into OUT/NAME.ipynb,
-sharing one smoke store in OUT/../work/ as `make test` does (figures and tables go there too).
+sharing one smoke store in the folder `work` beside OUT, as `make test` does (figures and tables go there too).
 A notebook is executed again only when its code cells or the workbench's code changed since (a key
 of their contents is kept beside the executed copy), so a second `make docs` takes seconds; an edit
 of its Markdown cells alone is copied into the executed copy without running it again. OUT/timings.json
 records each notebook's wall seconds and the load average around it. A failing notebook stops
 the build with its error: the site never shows a half-run notebook. In the executed copies, the
-build's own folders in printed paths (OUT/../work/ and the checkout) are written relative, as a
+build's own folders in printed paths (that `work` folder and the checkout) are written relative, as a
 reader's run prints them from the top of the checkout (`figures/01_hops.html`, not this machine's
 absolute path); nothing else in the outputs is changed.
 """
