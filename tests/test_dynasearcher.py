@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from test_rollout import PASSAGES, passage_store
+from tiny_policy import memorized
 from workbench import store
 from workbench.config import KG_FILTERS, MethodConfig, preset
 from workbench.peers.dynasearcher import multireward as M
@@ -260,19 +261,8 @@ def kg_policy(con):
     ids = torch.tensor([ids + [tok.eos_token_id]])
     labels = ids.clone()
     labels[0, :n_prompt] = -100
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    opt = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
-    policy.model.train()
-    for _ in range(60):
-        loss = policy.model(input_ids=ids, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    policy.model.eval()
-    yield policy, kg, tool
-    torch.set_num_threads(threads)
+    with memorized(policy, ids, labels, 60):
+        yield policy, kg, tool
 
 
 def test_a_rollout_uses_both_tools_and_masks_both_answers(kg_policy):

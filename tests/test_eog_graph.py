@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from test_rollout import PASSAGES, passage_store
+from tiny_policy import memorized
 from workbench import store
 from workbench.config import MethodConfig, preset
 from workbench.kg import topology
@@ -142,19 +143,8 @@ def graph_policy(con):
     ids = torch.tensor([ids + [tok.eos_token_id]])
     labels = ids.clone()
     labels[0, :n_prompt] = -100
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    opt = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
-    policy.model.train()
-    for _ in range(60):
-        loss = policy.model(input_ids=ids, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    policy.model.eval()
-    yield policy, tools, SearchTool(con, topk=1)
-    torch.set_num_threads(threads)
+    with memorized(policy, ids, labels, 60):
+        yield policy, tools, SearchTool(con, topk=1)
 
 
 def _topology_slot(answers):

@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 import torch
 
+from tiny_policy import memorized
 from workbench import store
 from workbench.config import preset
 from workbench.policy.rollout import batch_tensors, rollout
@@ -77,20 +78,8 @@ def policy(tool):
     for i, (seq, question) in enumerate(zip(seqs, SCRIPTS)):
         ids[i, :len(seq)] = labels[i, :len(seq)] = torch.tensor(seq)
         labels[i, :len(_prompt_ids(policy, question))] = -100  # learn the responses only
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: extra threads only spin on a shared 2-core machine
-    torch.manual_seed(0)
-    opt = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
-    policy.model.train()
-    for _ in range(80):
-        loss = policy.model(input_ids=ids, attention_mask=(labels != -100) | (ids != tok.pad_token_id),
-                            labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    policy.model.eval()
-    yield policy
-    torch.set_num_threads(threads)
+    with memorized(policy, ids, labels, 80, attention_mask=(labels != -100) | (ids != tok.pad_token_id)):
+        yield policy
 
 
 class Spy:

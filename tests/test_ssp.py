@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from test_rollout import PASSAGES, passage_store
+from tiny_policy import memorized
 from workbench.config import preset
 from workbench.method import loop, ssp, update
 from workbench.method.gate import Verdict
@@ -74,20 +75,8 @@ def policy(tool):
     for i, (seq, prompt) in enumerate(seqs):
         ids[i, :len(seq)] = labels[i, :len(seq)] = torch.tensor(seq)
         labels[i, :prompt] = -100
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    opt = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
-    policy.model.train()
-    for _ in range(120):
-        loss = policy.model(input_ids=ids, attention_mask=(labels != -100) | (ids != tok.pad_token_id),
-                            labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    policy.model.eval()
-    yield policy
-    torch.set_num_threads(threads)
+    with memorized(policy, ids, labels, 120, attention_mask=(labels != -100) | (ids != tok.pad_token_id)):
+        yield policy
 
 
 def _round(policy, tool, answers=(ANSWER,), m=2, **over):
