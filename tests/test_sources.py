@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import json
 import lzma
@@ -193,6 +194,30 @@ def test_cli_import(tmp_path, capsys):
         [("kilt",), ("kilt",), ("wikidata5m",), ("wiki18",)]
 
 
+@contextlib.contextmanager
+def rss_growth(interval: float):
+    """This process's RSS sampled every ``interval`` s while the block runs; ``growth[0]`` is then
+    the peak's growth over the start, in MB."""
+    proc = psutil.Process()
+    base = proc.memory_info().rss
+    peak, growth = [base], [0.0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(interval)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        yield growth
+    finally:
+        done.set()
+        sampler.join()
+        growth[0] = (peak[0] - base) / 2**20
+
+
 def write_kilt_like(path, n_pages: int, seed: int = 0, anchors: int = 4):
     """A KILT-shaped file of ``n_pages`` pages (3 paragraphs, ``anchors`` links each), about 1 KB a line."""
     rng = random.Random(seed)
@@ -226,25 +251,10 @@ def test_kilt_import_memory_is_bounded(tmp_path):
     con = store.connect(tmp_path / "big.duckdb")
     limit = "64MB"  # what the CLI's --memory-limit sets (the default cap is 4GB); DuckDB spills beyond it
     import_kilt(con, warm, progress=False, memory_limit=limit)
-    proc = psutil.Process()
-    base = proc.memory_info().rss
-    peak = [base]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], proc.memory_info().rss)
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
+    with rss_growth(0.02) as growth:
         result = import_kilt(con, path, progress=False, memory_limit=limit)
-    finally:
-        done.set()
-        sampler.join()
     assert result["lines"] == 50_000 and result["anchors"] == 200_000 and result["resolved_anchors"] == 200_000
-    growth_mb = (peak[0] - base) / 2**20
+    growth_mb = growth[0]
     print(f"\nKILT-like import: {result['lines_per_s']:.0f} lines/s, peak RSS growth {growth_mb:.0f} MB, "
           f"file {path.stat().st_size / 2**20:.0f} MB")
     assert growth_mb < 80
@@ -560,26 +570,10 @@ def test_a_200_mb_line_is_refused_in_bounded_memory_at_the_default_limit(tmp_pat
         f.write(b'{"wikipedia_id": "99", "wikipedia_title": "Big", "text": ["' + b"x" * 200_000_000 + b'"], '
                 b'"anchors": []}\n')
     con = store.connect(":memory:")
-    proc = psutil.Process()
-    base = proc.memory_info().rss
-    peak = [base]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], proc.memory_info().rss)
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        with pytest.raises(ValueError, match=rf"kilt\.jsonl line 3: a line of 200,000,0\d\d bytes, longer than the "
-                                             rf"limit of {MAX_LINE_BYTES:,}"):
-            import_kilt(con, path, progress=False)
-    finally:
-        done.set()
-        sampler.join()
-    growth_mb = (peak[0] - base) / 2**20
+    expected = rf"kilt\.jsonl line 3: a line of 200,000,0\d\d bytes, longer than the limit of {MAX_LINE_BYTES:,}"
+    with rss_growth(0.01) as growth, pytest.raises(ValueError, match=expected):
+        import_kilt(con, path, progress=False)
+    growth_mb = growth[0]
     print(f"\n200 MB line: peak RSS growth {growth_mb:.0f} MB")
     assert growth_mb < 2.5 * MAX_LINE_BYTES / 2**20  # read whole it was ~5x 200 MB
 
