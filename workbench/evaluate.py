@@ -266,6 +266,13 @@ def evaluate(db, model_path: str | Path, dataset: str, split: str = "test", limi
             con.close()
 
 
+def _card_entry(model_path: str | Path, key: str):
+    """``key`` of a model folder's ``workbench.json`` (what the workbench wrote when it made the
+    model), or None: no such file, or no such entry."""
+    card = Path(model_path) / "workbench.json"
+    return json.loads(card.read_text()).get(key) if card.exists() else None
+
+
 def model_kg_tool(model_path: str | Path, con, policy=None, url: str = ""):
     """The KG tool a model was trained with (DynaSearcher, seed 003: ``kg_tool`` in its
     ``workbench.json``), rebuilt over ``con`` (or ``url``'s server: ``search.url``, as
@@ -275,10 +282,7 @@ def model_kg_tool(model_path: str | Path, con, policy=None, url: str = ""):
         >>> model_kg_tool("no/such/model", None) is None
         True
     """
-    info_path = Path(model_path) / "workbench.json"
-    if not info_path.exists():
-        return None
-    settings = json.loads(info_path.read_text()).get("kg_tool")
+    settings = _card_entry(model_path, "kg_tool")
     if not settings:
         return None
     from workbench.search.retriever import make_kg_tool
@@ -296,10 +300,7 @@ def model_graph_tools(model_path: str | Path, con):
         >>> model_graph_tools("no/such/model", None) is None
         True
     """
-    info_path = Path(model_path) / "workbench.json"
-    if not info_path.exists():
-        return None
-    settings = json.loads(info_path.read_text()).get("graph_tools")
+    settings = _card_entry(model_path, "graph_tools")
     if not settings:
         return None
     from workbench.search.retriever import make_graph_tools
