@@ -46,7 +46,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,7 @@ import numpy as np
 
 from workbench.kg import topology
 from workbench.scoring import normalize_answer
-from workbench.search.kg_search import EntityMatcher
+from workbench.search.kg_search import EntityMatcher, config_of, settings_of
 
 KINDS = ("relations", "neighbors")  # the tools, as the protocol's tags name them
 SEPARATOR = ";"  # between entities of one call (and between the answers of an answer set: protocol)
@@ -92,7 +91,7 @@ def tool_settings(method_cfg) -> dict:
         >>> tool_settings(MethodConfig(graph_max_neighbors=5))
         {'max_neighbors': 5, 'min_similarity': 0.75}
     """
-    return {key: cast(getattr(method_cfg, field)) for key, (field, cast) in SETTINGS.items()}
+    return settings_of(method_cfg, SETTINGS)
 
 
 def settings_config(settings: dict):
@@ -103,12 +102,7 @@ def settings_config(settings: dict):
         >>> settings_config({"max_neighbors": "7"}).graph_max_neighbors
         7
     """
-    from workbench.config import MethodConfig
-
-    unknown = sorted(set(settings) - set(SETTINGS))
-    if unknown:
-        raise ValueError(f"graph tool settings {unknown}: unknown; expected some of {list(SETTINGS)}")
-    return dataclasses.replace(MethodConfig(), **{SETTINGS[k][0]: SETTINGS[k][1](v) for k, v in settings.items()})
+    return config_of(settings, SETTINGS, "graph tool")
 
 
 def split_call(text: str) -> tuple[list[str], str | None]:

@@ -111,7 +111,22 @@ def tool_settings(method_cfg) -> dict:
         >>> tool_settings(MethodConfig(kg_max_triples=2))
         {'max_triples': 2, 'min_similarity': 0.75, 'filter': 'overlap'}
     """
-    return {key: cast(getattr(method_cfg, field)) for key, (field, cast) in SETTINGS.items()}
+    return settings_of(method_cfg, SETTINGS)
+
+
+def settings_of(method_cfg, table: dict) -> dict:
+    """A tool's settings from a ``MethodConfig`` by its ``table`` (keyword -> (field, type)); the KG
+    tool's and EoG's graph tools' alike."""
+    return {key: cast(getattr(method_cfg, field)) for key, (field, cast) in table.items()}
+
+
+def config_of(settings: dict, table: dict, what: str) -> MethodConfig:
+    """A ``MethodConfig`` with a tool's ``settings`` by its ``table``; a setting left out keeps its
+    default, an unknown one is refused naming ``what`` ("KG tool", "graph tool")."""
+    unknown = sorted(set(settings) - set(table))
+    if unknown:
+        raise ValueError(f"{what} settings {unknown}: unknown; expected some of {list(table)}")
+    return dataclasses.replace(MethodConfig(), **{table[k][0]: table[k][1](v) for k, v in settings.items()})
 
 
 def settings_config(settings: dict) -> MethodConfig:
@@ -122,10 +137,7 @@ def settings_config(settings: dict) -> MethodConfig:
         >>> settings_config({"max_triples": "3"}).kg_max_triples
         3
     """
-    unknown = sorted(set(settings) - set(SETTINGS))
-    if unknown:
-        raise ValueError(f"KG tool settings {unknown}: unknown; expected some of {list(SETTINGS)}")
-    return dataclasses.replace(MethodConfig(), **{SETTINGS[k][0]: SETTINGS[k][1](v) for k, v in settings.items()})
+    return config_of(settings, SETTINGS, "KG tool")
 
 
 def _grams(name: str) -> set[str]:
