@@ -137,7 +137,9 @@ class Score:
     terms: dict | None = dataclasses.field(default=None, repr=False)
 
     def __str__(self) -> str:
-        path = " -> ".join(self.path_titles) if self.path_titles else "(none: fewer than two grounded entities)"
+        path = " -> ".join(self.path_titles) or "(none)"
+        if len(self.path_titles) < 2:
+            path += ": fewer than two grounded entities, no hop to support"
         hops = ", ".join(f"{m:.3g}" for m in self.steps) or "-"
         total = (f"R_s = R_ans (1 + beta S_path) = {self.em:g} x (1 + {self.beta:g} x {self.s_path:.3g}) = "
                  f"{self.reward:.4g}   (Eq. 7)" if self.reward_name == "coevokg"
