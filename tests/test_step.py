@@ -68,8 +68,12 @@ def test_a_score_prints_its_parts_with_their_equations(world):
     posed = next(p for p in step.gate(step.propose(step.chains(1)[0])) if p.admitted)
     s = next(s for s in map(step.score, step.solve(posed)) if s.s_path > 0)
     text = str(s)
-    assert "(Eq. 7)" in text and "(Eq. 8)" in text and "(Eq. 9)" in text
-    assert " -> ".join(s.path_titles) in text and f"= {s.reward:.4g}" in text
+    assert text.splitlines() == [
+        f"R_ans = EM 1 (F1 {s.f1:.2f}, not in the reward)",
+        f"searched path (Eq. 8): {' -> '.join(s.path_titles)}",
+        f"S_path (Eq. 9) = {s.s_path:.3g}: per hop {', '.join(f'{m:.3g}' for m in s.steps)}; "
+        f"{'passes' if s.passed else 'below'} tau_path",
+        f"R_s (Eq. 7) = R_ans (1 + beta S_path) = 1 x (1 + 0.2 x {s.s_path:.3g}) = {s.reward:.4g}"]
 
 
 def test_the_gate_judges_a_chains_candidates_together(world):

@@ -137,17 +137,17 @@ class Score:
     terms: dict | None = dataclasses.field(default=None, repr=False)
 
     def __str__(self) -> str:
-        path = " -> ".join(self.path_titles) or "(none)"
-        if len(self.path_titles) < 2:
-            path += ": fewer than two grounded entities, no hop to support"
-        hops = ", ".join(f"{m:.3g}" for m in self.steps) or "-"
-        total = (f"R_s = R_ans (1 + beta S_path) = {self.em:g} x (1 + {self.beta:g} x {self.s_path:.3g}) = "
-                 f"{self.reward:.4g}   (Eq. 7)" if self.reward_name == "coevokg"
-                 else f"R_s = {self.reward:.4g}   (solver reward {self.reward_name!r})")
-        return "\n".join([f"R_ans = EM {self.em:g}   (F1 {self.f1:.2f}, not in the reward)",
-                          f"searched path: {path}   (Eq. 8)",
-                          f"S_path = {self.s_path:.3g}, per hop {hops}, "
-                          f"{'passes' if self.passed else 'below'} tau_path   (Eq. 9)",
+        path = (" -> ".join(self.path_titles) if len(self.path_titles) >= 2 else
+                f"{self.path_titles[0]} (one grounded entity: no hop)" if self.path_titles
+                else "none (no grounded entity)")
+        hops = ", ".join(f"{m:.3g}" for m in self.steps)
+        support = f"{self.s_path:.3g}" + (f": per hop {hops};" if hops else ";")
+        total = (f"R_s (Eq. 7) = R_ans (1 + beta S_path) = {self.em:g} x (1 + {self.beta:g} x {self.s_path:.3g}) = "
+                 f"{self.reward:.4g}" if self.reward_name == "coevokg"
+                 else f"R_s = {self.reward:.4g} (solver reward {self.reward_name!r})")
+        return "\n".join([f"R_ans = EM {self.em:g} (F1 {self.f1:.2f}, not in the reward)",
+                          f"searched path (Eq. 8): {path}",
+                          f"S_path (Eq. 9) = {support} {'passes' if self.passed else 'below'} tau_path",
                           total])
 
 
@@ -458,10 +458,10 @@ def score(attempt: Attempt, round: int | None = None, world: World | None = None
         >>> s.reward_name, s.beta, s.reward == s.em * (1 + s.beta * s.s_path)
         ('coevokg', 0.2, True)
         >>> print(s)  # doctest: +ELLIPSIS
-        R_ans = EM ...   (F1 ..., not in the reward)
-        searched path: ...   (Eq. 8)
-        S_path = ..., per hop ...   (Eq. 9)
-        R_s = R_ans (1 + beta S_path) = ... (Eq. 7)
+        R_ans = EM ... (F1 ..., not in the reward)
+        searched path (Eq. 8): ...
+        S_path (Eq. 9) = ... tau_path
+        R_s (Eq. 7) = R_ans (1 + beta S_path) = ...
     """
     w = _current(world)
     if not isinstance(attempt, Attempt):

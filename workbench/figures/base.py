@@ -127,7 +127,8 @@ class SavedFigure:
         for table, note in zip(self.fig.data, layout.annotations):  # make_subplots' titles come first, in order
             frame = pd.DataFrame({plain(h): [html.unescape(plain(x)) for x in v]
                                   for h, v in zip(table.header.values, table.cells.values)})
-            out.append(f'<p style="margin: 1.2em 0 0.4em">{text(note.text)}</p><div style="overflow-x: auto">'
+            out.append(f'<p style="margin: 1.2em 0 0.4em">{html.escape(plain(note.text))}</p>'
+                       '<div style="overflow-x: auto">'
                        f"{frame.to_html(index=False, escape=True, border=0)}</div>")
         saved = ", ".join(html.escape(p.name) for p in self.written)
         return "".join(out) + f'<p style="font-size: smaller">saved: {saved}</p>'
