@@ -128,7 +128,7 @@ def test_build_all_writes_html_and_tables_even_without_a_browser(db, tmp_path, n
     assert ref_md.startswith("table2_buildup — reference (tiny, 6 seeds, 56 rounds), mean over seeds")
     assert "commit 7036a99, cdb86a8" in ref_md.splitlines()[0]
     assert pd.read_csv(out / "table2_buildup_reference.csv").avg.round(2).tolist() == [57.97, 60.07, 60.73, 60.57]
-    assert "| + KG task generation | 6 | 60.07 | 59.33 | 60.80 | +2.10 | 0.0002977 |" in ref_md  # two decimals
+    assert "| + KG task generation | 6 | 60.07 | 59.33 | 60.80 | +2.10 | <0.001 |" in ref_md  # two decimals; p < 0.001
     assert pd.read_csv(out / "table2_buildup_reference.csv").p.iloc[1] == pytest.approx(0.000297718, rel=1e-5)  # every digit
 
 
@@ -505,3 +505,63 @@ def test_show_prints_no_paths_before_the_figure(tmp_path, capsys):
     if shown.png is not None:
         page = shown._repr_mimebundle_()["text/html"]
         assert page.index("<img") < page.index("saved: probe.html, probe.png")
+
+
+# ---------------------------------------------------------------- Table 1 on a phone, its p-values (issue 43)
+
+@pytest.fixture(scope="module")
+def table1_with_suite():
+    """Table 1 as notebook 07 shows it: the paper, the reference runs and Table 1 at the tiny tier (15 columns)."""
+    return figures.table1(None, reference.load(reference.DEFAULT), reference.load_table1(None))
+
+
+def test_every_table_of_table1_fits_its_columns_at_a_notebooks_width(table1_with_suite):
+    """The tiny tier's 15 columns overlapped in the PNG ("backbone", "tw-pop", "tw-hotpot" collided); a
+    table too wide is now shown in column groups, each repeating backbone and method."""
+    _, fig = table1_with_suite
+    room = figures.base.PNG_WIDTH - fig.layout.margin.l - fig.layout.margin.r
+    for table, title in zip(fig.data, fig.layout.annotations):
+        assert sum(table.columnwidth) * figures.base.CHAR_PX <= room, title.text
+    suite = [_untag(h) for t, a in zip(fig.data, fig.layout.annotations) if "tiny tier" in a.text
+             for h in t.header.values]
+    assert suite.count("method") == 2 and {"tw-bamboogle", "p vs base", "p vs Search-R1"} <= set(suite)
+
+
+def test_p_values_print_to_four_decimals_or_below_0_001(table1_with_suite, tmp_path):
+    tables, _ = table1_with_suite
+    suite = tables["reference: suite"]
+    assert suite["p vs base"].min() < 1e-3 < suite["p vs Search-R1"].max()  # both kinds in the table
+    figures.save_table(suite, "suite", out_dir=tmp_path, decimals=2, quiet=True)
+    text = (tmp_path / "suite.md").read_text()
+    assert "e-0" not in text and "<0.001" in text and "| 0.5329 |" in text
+    ps = [cell for line in text.splitlines()[2:] for cell in line.strip("|").split("|")[-2:] if cell.strip()]
+    assert all(re.fullmatch(r" (<0\.001|\d\.\d{4}) ", p) for p in ps), ps
+
+
+def test_a_table_with_markup_draws_every_cell_as_markup(table1_with_suite):
+    """plotly draws a cell holding '<' (as in "<0.001") as markup, a row taller and its text a line lower
+    than a plain cell's: a table with one draws all its cells so, and is sized for their rows."""
+    _, fig = table1_with_suite
+    for table in fig.data:
+        cells = [v for column in table.cells.values for v in column]
+        marked = [v.startswith("<span>") for v in cells]
+        assert all(marked) or not any(marked)
+        assert not any("<" in v for v, m in zip(cells, marked) if not m)
+    assert any(all(v.startswith("<span>") for col in t.cells.values for v in col) for t in fig.data)
+
+
+def test_a_tables_figure_shows_as_html_tables_where_plotly_does_not_run(table1_with_suite, tmp_path):
+    """The static copy (nbconvert, the docs site) of a figure of tables is the tables as text: at a
+    phone's 390 px a 900 px PNG printed its 12 px text at 5 px; an HTML table scrolls sideways."""
+    _, fig = table1_with_suite
+    png = tmp_path / "t.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    page = figures.SavedFigure(fig, "t", [tmp_path / "t.html", png])._repr_mimebundle_()["text/html"]
+    assert "<img" not in page and page.count("<table") == len(fig.data) == page.count('overflow-x: auto')
+    assert "&lt;0.001" in page and "<span>" not in page and "Llama-3.1-8B-Instruct" in page
+    assert page.endswith('saved: t.html, t.png</p>')
+
+
+def test_save_table_quiet_prints_nothing(tmp_path, capsys):
+    written = figures.save_table(pd.DataFrame({"a": [1.5]}), "q", out_dir=tmp_path, quiet=True)
+    assert capsys.readouterr().out == "" and all(p.exists() for p in written)

@@ -1,6 +1,7 @@
 """An executed notebook, rendered as a reader without plotly's JavaScript sees it (issue 13): every
 figure cell of ``jupyter nbconvert --to html`` output carries a rendered image -- the PNG when a
-Chromium exists, else the figure as HTML with plotly.js inline -- not only plotly's JSON."""
+Chromium exists, else the figure as HTML with plotly.js inline -- not only plotly's JSON; a figure
+of tables (Tables 1-2) carries its tables as HTML tables, readable at a phone's width (issue 43)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,22 @@ def _render(tmp_path) -> list[tuple[str, BeautifulSoup]]:
     return figures
 
 
+def _tables(src: str, output) -> bool:
+    """Whether a figure cell is Table 1 or 2, and then that it shows HTML tables and no picture."""
+    if not re.search(r"figures\.table[12]\(", src):
+        return False
+    html = output.select_one('[data-mime-type="text/html"]')
+    assert html is not None and len(html.select("table")) >= 2 and not output.select("img"), src
+    assert "saved: 07_table" in html.get_text() and not html.select(".plotly-graph-div"), src
+    return True
+
+
 @pytest.mark.skipif(not shutil.which("chromium"), reason="no Chromium here: the PNG path cannot run")
 def test_every_figure_of_an_executed_notebook_renders_as_a_png_in_nbconvert_html(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_FIGURES", str(tmp_path / "figures"))
     for src, output in _render(tmp_path):
+        if _tables(src, output):
+            continue
         images = output.select('img[src^="data:image/png;base64,"]')
         assert len(images) == 1 and len(images[0]["src"]) > 10_000, src  # a real picture, one per figure
         assert images[0].get("width") == "900" and "max-width: 100%" in images[0]["style"]
@@ -45,7 +58,8 @@ def test_every_figure_of_an_executed_notebook_renders_as_a_png_in_nbconvert_html
 def test_without_a_chromium_every_figure_renders_as_inline_html(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_FIGURES", str(tmp_path / "figures"))
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")  # the kernel finds no browser
-    figures = _render(tmp_path)
+    figures = [(src, output) for src, output in _render(tmp_path) if not _tables(src, output)]
+    assert len(figures) == 2  # Figures 3-4
     for src, output in figures:
         assert not output.select("img"), src
         html = output.select_one('[data-mime-type="text/html"]')

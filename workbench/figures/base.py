@@ -9,6 +9,7 @@ import base64
 import html
 import json
 import os
+import re
 import textwrap
 import warnings
 from pathlib import Path
@@ -106,8 +107,31 @@ class SavedFigure:
         return f"figure {self.name}: " + ", ".join(str(p) for p in self.written)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        static = (self._tables_html() if self.fig.data and all(isinstance(t, go.Table) for t in self.fig.data)
+                  else self._png_html() if self.png is not None else self._plotly_html())
         return {"application/vnd.plotly.v1+json": json.loads(self.fig.to_json()), "text/plain": repr(self),
-                "text/html": self._png_html() if self.png is not None else self._plotly_html()}
+                "text/html": static}
+
+    def _tables_html(self) -> str:
+        """A figure of tables as HTML tables, their cells' text as the figure prints it, each under its
+        title and in a box that scrolls sideways: readable at a phone's width, where the PNG scaled
+        to the page would print 12 px text at 5 px."""
+        def plain(markup) -> str:  # plotly's <b>/<br> markup as plain text
+            return " ".join(re.sub(r"<[^>]+>", " ", str(markup or "")).split())
+
+        def text(markup) -> str:  # escaped, its line breaks kept
+            return "<br>".join(html.escape(plain(line)) for line in re.split(r"<br\s*/?>", str(markup or "")))
+
+        layout = self.fig.layout
+        out = [f"<p><b>{text(layout.title.text)}</b><br><small>{text(layout.title.subtitle.text)}</small></p>"]
+        for table, note in zip(self.fig.data, layout.annotations):  # make_subplots' titles come first, in order
+            frame = pd.DataFrame({plain(h): [html.unescape(plain(x)) for x in v]
+                                  for h, v in zip(table.header.values, table.cells.values)})
+            out.append(f'<p style="margin: 1.2em 0 0.4em">{html.escape(plain(note.text))}</p>'
+                       '<div style="overflow-x: auto">'
+                       f"{frame.to_html(index=False, escape=True, border=0)}</div>")
+        saved = ", ".join(html.escape(p.name) for p in self.written)
+        return "".join(out) + f'<p style="font-size: smaller">saved: {saved}</p>'
 
     def _png_html(self) -> str:
         data = base64.b64encode(self.png.read_bytes()).decode("ascii")
@@ -159,10 +183,11 @@ def table_decimals(side: str) -> int:
 
 
 def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Path | None = None,
-               decimals: int | None = None) -> list[Path]:
+               decimals: int | None = None, quiet: bool = False) -> list[Path]:
     """Write ``df`` as ``<name>.md`` (caption, then a Markdown table) and ``<name>.csv`` (every digit);
-    print the paths. With ``decimals`` the Markdown cells read as the figures' tables print them
-    (``_cell``: p to 4 significant digits, signed deltas), else as ``:g`` (6 significant digits).
+    print the paths unless ``quiet`` (a notebook cell whose figure comes next). With ``decimals`` the
+    Markdown cells read as the figures' tables print them (``_cell``: p to four decimals or "<0.001",
+    signed deltas), else as ``:g`` (6 significant digits).
 
     Example:
         >>> save_table(pd.DataFrame({"a": [1.5]}), "demo", "A caption", out_dir=tmp)  # doctest: +SKIP
@@ -174,8 +199,9 @@ def save_table(df: pd.DataFrame, name: str, caption: str = "", out_dir: str | Pa
         tmp.write_text((f"{caption}\n\n" if caption else "") + _markdown(df, decimals))
     with paths.atomic_output(csv) as tmp:
         df.to_csv(tmp, index=False)
-    for path in (md, csv):
-        print(path)
+    if not quiet:
+        for path in (md, csv):
+            print(path)
     return [md, csv]
 
 
@@ -378,13 +404,16 @@ def _legend_rows(names: list[str], width: int = PNG_WIDTH - 80) -> int:
 
 
 def _cell(column: str, v, decimals: int = 1) -> str:
-    """A table cell as text: p-values to 4 significant digits (the paper's 0.0011 is not 0.0),
-    counts as integers, other numbers to ``decimals`` decimals (one, as the paper prints; two for
-    means over seeds, whose 59.25 one decimal would print as 59.2), booleans as a tick or a dash.
+    """A table cell as text: p-values to four decimals, as the paper prints them (its 0.0011 is not
+    0.0), and "<0.001" below 0.001 (no 1.73e-05 beside 0.5329); counts as integers, other numbers to
+    ``decimals`` decimals (one, as the paper prints; two for means over seeds, whose 59.25 one
+    decimal would print as 59.2), booleans as a tick or a dash.
 
     Example:
         >>> [_cell("p", 0.0011), _cell("wins", 5.0), _cell("avg", 52.44), _cell("delta", 1.5), _cell("c1", True)]
         ['0.0011', '5', '52.4', '+1.5', '✓']
+        >>> [_cell("p vs base", p) for p in (1.73e-05, 0.001, 0.5329, 1.0)]
+        ['<0.001', '0.0010', '0.5329', '1.0000']
         >>> _cell("avg", 59.25, decimals=2), _cell("delta", -0.35000000000000142, decimals=2)
         ('59.25', '-0.35')
     """
@@ -393,7 +422,7 @@ def _cell(column: str, v, decimals: int = 1) -> str:
     if isinstance(v, (bool, np.bool_)):
         return "✓" if v else "–"
     if column == "p" or column.startswith(("p (", "p vs")):  # "p (F1)", "p vs ...": a second test's p
-        return f"{v:.4g}"
+        return "<0.001" if v < 0.001 else f"{v:.4f}"
     if column in ("delta", "gain (Avg.)"):
         return f"{v:+.{decimals}f}"
     if column in ("wins", "losses", "n", "seeds"):
@@ -401,28 +430,111 @@ def _cell(column: str, v, decimals: int = 1) -> str:
     return f"{v:.{decimals}f}" if isinstance(v, (float, np.floating)) else str(v)
 
 
+TABLE_MARGIN = 30  # px left and right of a tables figure (plotly_white's 80 took 160 px from the columns)
+CHAR_PX = 6.8  # px a width unit of ``_column_widths`` takes at plotly's 12 px table font (measured on the PNGs)
+TABLE_UNITS = int((PNG_WIDTH - 2 * TABLE_MARGIN) / CHAR_PX)  # the width units one table fits at PNG_WIDTH
+
+
+def _column_widths(df: pd.DataFrame, decimals: int = 1) -> dict[str, float]:
+    """Each column's width in characters: its longest cell or its (bold) header, and a margin.
+
+    Example:
+        >>> _column_widths(pd.DataFrame({"method": ["CoEvoKG"], "p": [0.5]}))
+        {'method': 9, 'p': 8}
+    """
+    return {str(c): max([1.15 * len(str(c)), *(len(_cell(str(c), v, decimals)) for v in df[c])]) + 2
+            for c in df.columns}
+
+
 def _table_trace(df: pd.DataFrame, decimals: int = 1) -> go.Table:
     """A ``go.Table`` whose column widths follow their longest text, so no name is clipped."""
-    cells = {c: [_cell(str(c), v, decimals) for v in df[c]] for c in df.columns}
-    widths = [max([1.15 * len(str(c)), *map(len, cells[c])]) + 2 for c in df.columns]  # headers are bold
-    return go.Table(columnwidth=widths, header=dict(values=[f"<b>{c}</b>" for c in df.columns], height=28),
-                    cells=dict(values=list(cells.values()), height=24))
+    cells = [[_cell(str(c), v, decimals) for v in df[c]] for c in df.columns]
+    if _has_markup(df, decimals):  # every cell as markup, so all rows stay alike (``_row_px``)
+        cells = [[f"<span>{html.escape(t, quote=False)}</span>" for t in column] for column in cells]
+    return go.Table(columnwidth=list(_column_widths(df, decimals).values()),
+                    header=dict(values=[f"<b>{c}</b>" for c in df.columns], height=28),
+                    cells=dict(values=cells, height=24))
+
+
+def _has_markup(df: pd.DataFrame, decimals: int = 1) -> bool:
+    """Whether a cell's text holds one of < & > ("<0.001"), which plotly draws as markup."""
+    return any(ch in _cell(str(c), v, decimals) for c in df.columns for v in df[c] for ch in "<&>")
+
+
+def _row_px(df: pd.DataFrame, decimals: int = 1) -> int:
+    """A table row's height: 24 px, or 30 px where plotly draws the cells as markup (its rows then grow
+    to 30 px, a cell of plain text beside one of markup sat a line lower; measured on the PNGs).
+
+    Example:
+        >>> _row_px(pd.DataFrame({"p": [0.5]})), _row_px(pd.DataFrame({"p": [1e-5]}))
+        (24, 30)
+    """
+    return 30 if _has_markup(df, decimals) else 24
+
+
+def table_parts(df: pd.DataFrame, decimals: int = 1, units: int = TABLE_UNITS) -> list[pd.DataFrame]:
+    """``df`` as one table, or, when its columns need more than ``units`` characters (they would
+    overlap at a notebook's width), as column groups side by side in reading order, each repeating
+    the leading text columns (backbone, method) and as few groups as fit, their widest as narrow as
+    can be.
+
+    Example:
+        >>> wide = pd.DataFrame({"method": ["CoEvoKG"], **{f"benchmark {i}": [40.0] for i in range(12)}})
+        >>> [list(part.columns)[:3] for part in table_parts(wide)]
+        [['method', 'benchmark 0', 'benchmark 1'], ['method', 'benchmark 6', 'benchmark 7']]
+    """
+    widths = _column_widths(df, decimals)
+    keys = []
+    for c in df.columns:  # the leading columns that name a row
+        if pd.api.types.is_numeric_dtype(df[c]) or len(keys) == len(df.columns) - 1:
+            break
+        keys.append(c)
+    rest = [c for c in df.columns if c not in keys]
+    room = units - sum(widths[str(c)] for c in keys)
+    if sum(widths[str(c)] for c in df.columns) <= units or room <= 0:
+        return [df]
+    for k in range(2, len(rest) + 1):
+        cuts = _balanced_cuts([widths[str(c)] for c in rest], k)
+        groups = [rest[a:b] for a, b in zip([0, *cuts], [*cuts, len(rest)])]
+        if max(sum(widths[str(c)] for c in g) for g in groups) <= room or k == len(rest):
+            return [df[keys + g] for g in groups]
+    return [df]
+
+
+def _balanced_cuts(widths: list[float], k: int) -> list[int]:
+    """The k - 1 cut points that split ``widths`` into k contiguous runs with the smallest largest sum.
+
+    Example:
+        >>> _balanced_cuts([1, 1, 1, 1, 4], 2)
+        [4]
+    """
+    import itertools
+
+    best = min(itertools.combinations(range(1, len(widths)), k - 1),
+               key=lambda cuts: max(sum(widths[a:b]) for a, b in zip([0, *cuts], [*cuts, len(widths)])))
+    return list(best)
 
 
 def tables_figure(tables: dict[str, pd.DataFrame], title: str, runs: pd.DataFrame, ref: Reference | None = None,
                    titles: dict[str, str] | None = None) -> go.Figure:
-    """The tables stacked, each as tall as its rows (header 28 px, a row 24 px, its title 40 px),
-    each under its key or its entry in ``titles``; the reference's means with two decimals."""
+    """The tables stacked, each as tall as its rows (header 28 px, a row ``_row_px``, its title 40 px),
+    each under its key or its entry in ``titles``; the reference's means with two decimals. A table
+    too wide for a notebook's width is shown in column groups (``table_parts``), each after the first
+    titled "(continued)"."""
     shown = {k: v for k, v in tables.items() if not v.empty}
-    px_of = [28 + 24 * len(df) + 40 for df in shown.values()]
-    fig = make_subplots(rows=len(shown), cols=1, specs=[[{"type": "table"}]] * len(shown),
-                        subplot_titles=[(titles or {}).get(k, k) for k in shown], row_heights=px_of,
-                        vertical_spacing=0.04)
-    for i, (side, df) in enumerate(shown.items(), start=1):
-        fig.add_trace(_table_trace(df, decimals=table_decimals(side)), row=i, col=1)
+    # a title longer than a line at 13 px wraps (~6.5 px a character); a continued table's names the first's
+    panels = [(wrap_text(name, TABLE_UNITS) if i == 0 else f"{name.split(':')[0]} (continued)", part,
+               table_decimals(side))
+              for side, df in shown.items() for name in [(titles or {}).get(side, side)]
+              for i, part in enumerate(table_parts(df, table_decimals(side)))]
+    px_of = [28 + _row_px(df, decimals) * len(df) + 40 for _, df, decimals in panels]
+    fig = make_subplots(rows=len(panels), cols=1, specs=[[{"type": "table"}]] * len(panels),
+                        subplot_titles=[name for name, _, _ in panels], row_heights=px_of, vertical_spacing=0.04)
+    for i, (_, df, decimals) in enumerate(panels, start=1):
+        fig.add_trace(_table_trace(df, decimals=decimals), row=i, col=1)
     top, bottom = top_margin(describe_runs(runs, ref)), 30
-    fig = layout(fig, title, runs, height=int(sum(px_of) * (1 + 0.04 * (len(shown) - 1))) + top + bottom, ref=ref)
-    return fig.update_layout(margin=dict(b=bottom))
+    fig = layout(fig, title, runs, height=int(sum(px_of) * (1 + 0.04 * (len(panels) - 1))) + top + bottom, ref=ref)
+    return fig.update_layout(margin=dict(b=bottom, l=TABLE_MARGIN, r=TABLE_MARGIN))
 
 
 def wrap_text(text: str, width: int) -> str:

@@ -56,6 +56,8 @@ def chain_view(chain: Chain) -> ChainView:
 
 def proposer_prompts(policy_chat_prompt: Callable[[str], str], chains: Sequence, m: int = 1) -> list[str]:
     """One prompt per chain (each repeated ``m`` times, chain-major), through the policy's chat format.
+    A chain is a ``ChainView`` or a pool ``Chain`` as ``kg.pool.sample_chains`` returns it (read
+    through :func:`chain_view`).
 
     ``policy_chat_prompt(user_message) -> prompt text`` applies the backbone's chat template.
     """
@@ -63,6 +65,7 @@ def proposer_prompts(policy_chat_prompt: Callable[[str], str], chains: Sequence,
         raise ValueError(f"m (candidates per chain) must be >= 1, got {m!r}")
     prompts = []
     for chain in chains:
+        chain = chain_view(chain) if isinstance(chain, Chain) else chain
         text = policy_chat_prompt(protocol.proposer_user_message(chain.titles, chain.relations, chain.passages))
         prompts.extend([text] * m)
     return prompts

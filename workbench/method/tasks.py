@@ -101,26 +101,34 @@ class WrittenTasks(TaskSource):
     def slot(self, task: ChainView, cand: Candidate) -> Slot:
         return Slot(cand.verdict.question, [cand.verdict.answer], max(1, len(task.titles) - 1), "generated", task, cand)
 
-    def propose(self, t: int, n_slots: int) -> tuple[list[ChainTask], list[Slot]]:
-        """Eq. 2 and Eq. 6: M candidates per task, gated; empty slots take seed questions."""
+    def write(self, t: int, tasks: list[ChainView]) -> tuple[list[list[Trajectory]], list[list]]:
+        """Eq. 2 for round ``t``: M generations per task in one batch at the training temperature,
+        per task its M sequences (the proposer's update rows) and their parsed (question, answer),
+        None where extraction failed. ``workbench.step.propose`` writes for one chain this way."""
         trainer, policy = self.trainer, self.trainer.policy
         m, r = trainer.cfg.method, trainer.cfg.rollout
-        chains = self.draw(t)
-        prompts = self.prompts(chains, m.candidates_per_chain)
-        choices = self.choices(chains, m.candidates_per_chain) if m.proposer_answer_choices else None
+        prompts = self.prompts(tasks, m.candidates_per_chain)
+        choices = self.choices(tasks, m.candidates_per_chain) if m.proposer_answer_choices else None
         gens = policy.generate(prompts, max_new_tokens=m.proposer_max_new_tokens, temperature=r.temperature,
                                top_p=r.top_p, stop=(protocol.ANSWER_CLOSE,), seed=trainer.seed_for(t, 2),
                                choices=choices)
         sequences = [Trajectory(i, 0, prompt, policy.encode(prompt), list(g.token_ids), [1] * len(g.token_ids),
                                 list(g.logprobs), text=g.text) for i, (prompt, g) in enumerate(zip(prompts, gens))]
         per = m.candidates_per_chain
-        parsed = [parse_candidates([s.text for s in sequences[c * per:(c + 1) * per]]) for c in range(len(chains))]
+        mine = [sequences[c * per:(c + 1) * per] for c in range(len(tasks))]
+        return mine, [parse_candidates([s.text for s in seqs]) for seqs in mine]
+
+    def propose(self, t: int, n_slots: int) -> tuple[list[ChainTask], list[Slot]]:
+        """Eq. 2 and Eq. 6: M candidates per task, gated; empty slots take seed questions."""
+        trainer, m = self.trainer, self.trainer.cfg.method
+        chains = self.draw(t)
+        sequences, parsed = self.write(t, chains)
         if hasattr(trainer.verifier, "prefetch"):  # the LLM verifier: one batch, this round's replies
             trainer.verifier.prefetch([(chain, cands, m.gate_allow_topic, trainer.spec.leak_filter)
                                        for chain, cands in zip(chains, parsed)])
         tasks, slots = [], []
         for c, chain in enumerate(chains):
-            mine = sequences[c * per:(c + 1) * per]
+            mine = sequences[c]
             task = ChainTask(chain, [Candidate(mine[v.index], v) for v in self.gate(chain, parsed[c])])
             for cand in task.candidates:
                 if cand.verdict.admitted:
