@@ -56,7 +56,8 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     r = gb.bench_gpu("tiny-test", device="cpu", engines=["hf", "vllm"], batch=2, prompt_tokens=4, new_tokens=3,
                      lora_rank=2, update_batch=2, update_tokens=8, update_steps=1, model=str(model), db=str(db),
                      preset="smoke", overrides={"method.minibatches": 2}, parts=["generation", "update", "loop", "round"])
-    assert sorted(r) == ["device", "dtype", "generation", "goals", "loop", "params", "round", "shape", "update"]
+    assert sorted(r) == ["device", "dtype", "generation", "goals", "loop", "params", "round", "shape", "unsloth_import",
+                         "update"]
     hf = r["generation"]["engines"]["hf"]
     assert hf["tokens"] == 2 * 3 and hf["tokens_per_s"] > 0 and 0 < hf["roofline_share"] < 1
     if "skipped" in r["generation"]["engines"]["vllm"]:  # CPU machines: the import error, shown as it is
@@ -85,7 +86,7 @@ def test_the_command_prints_the_json(capsys):
     assert main(argv) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["update"]["trainer"] == "full" and r["generation"]["engines"]["hf"]["tokens"] == 4
-    assert set(r) == {"device", "dtype", "generation", "goals", "params", "shape", "update"}  # the default parts
+    assert set(r) == {"device", "dtype", "generation", "goals", "params", "shape", "unsloth_import", "update"}
 
 
 def test_paper_shape_folder_pads_the_tokenizer_to_the_shapes_vocabulary(tmp_path):

@@ -51,6 +51,7 @@ from pathlib import Path
 import torch
 
 from workbench.bench.shapes import HBM_BYTES_PER_S, SHAPES, decode_roofline, param_count, step_tflops
+from workbench.policy import lora
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +119,12 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
     if {"logprobs", "loop", "round"} & set(parts) and not (model or round_model):
         raise ValueError("--parts logprobs/loop/round need --model (a model directory with its tokenizer, "
                          "e.g. the warm start) or --round-model")
+    order = lora.import_unsloth_first(device, max(lora_rank if "update" in parts else 0, _round_rank(parts, preset,
+                                                                                                        overrides)))
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(seed)
-    result = {"shape": shape, "params": param_count(spec), "device": _device_name(device), "dtype": str(dtype)[6:]}
+    result = {"shape": shape, "params": param_count(spec), "device": _device_name(device), "dtype": str(dtype)[6:],
+              "unsloth_import": order}
     if "generation" in parts:
         result["generation"] = bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens,
                                                 bandwidth)
@@ -142,6 +146,15 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
             result["round"] = bench_round(folder, db, preset, overrides or {}, device)
     result["goals"] = goals(result)
     return result
+
+
+def _round_rank(parts, preset: str, overrides: dict | None) -> int:
+    """The LoRA rank the ``round`` part trains with (0 when it does not run)."""
+    if "round" not in parts:
+        return 0
+    from workbench.config import preset as get_preset
+
+    return get_preset(preset, **(overrides or {})).method.lora_rank
 
 
 def _check(shape, device, engines, *sizes) -> dict:

@@ -39,6 +39,7 @@ import torch
 from safetensors import SafetensorError
 
 from workbench import paths, store
+from workbench.limits import default_device
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.method import distributed
 from workbench.method.iterations import save_iteration
@@ -48,6 +49,7 @@ from workbench.method.progress import (WarmStartProgress, round_bar, round_postf
                                        write_progress)
 from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
 from workbench.method.tasks import TASK_SOURCES
+from workbench.policy import lora
 from workbench.search.kg_search import tool_settings
 
 RESERVED_RUN_NAMES = frozenset({"batch", "quickstart", "checkpoints"})  # folders under runs/ the workbench owns
@@ -143,6 +145,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         return distributed.follow(dist, load_policies, log=log or (lambda *_: None))
     world = dist.world if dist is not None else 1
     folder, spec, cfg = _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite, world)
+    lora.import_unsloth_first(default_device(), cfg.method.lora_rank)  # before the warm start, retriever, ...
     log = log or (lambda *_: None)
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
@@ -331,6 +334,7 @@ def load_policies(cfg: Config, base, found: Path | None, world: int = 1):
     from workbench.policy.model import Policy
 
     m, settings = cfg.method, backend_settings(cfg.rollout)
+    lora.import_unsloth_first(default_device(), m.lora_rank)  # a follower rank's first chance (train's, on rank 0)
     settings["backend"] = distributed.rank_backend(settings["backend"], world)
 
     def load(dtype, role: str):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,10 @@ import torch
 # The linear layers of a Qwen2 / Llama block: "all linear layers" in the issue's Unsloth measurement.
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADAPTER = "default"  # PEFT's name for the one adapter
+# Unsloth patches these when it is imported; imported before it, they run unpatched ("may run slower or
+# encounter memory issues", its warning on the H200 in issue 44)
+PATCHED_BY_UNSLOTH = ("transformers", "peft", "trl")
+log = logging.getLogger(__name__)
 
 
 def is_lora(model) -> bool:
@@ -158,3 +164,40 @@ def save_merged(model, directory: str | Path) -> Path:
 def unsloth_available(device) -> bool:
     """Whether Unsloth can be used: a CUDA device and the package installed (the gpu extra)."""
     return str(device).startswith("cuda") and importlib.util.find_spec("unsloth") is not None
+
+
+def unsloth_wanted(device, lora_rank: int) -> bool:
+    """Whether a policy on ``device`` training LoRA of ``lora_rank`` loads through Unsloth
+    (``Policy.load``'s rule): rank > 0, a CUDA device and the package installed.
+
+    Example:
+        >>> unsloth_wanted("cpu", 16), unsloth_wanted("cuda", 0)
+        (False, False)
+    """
+    return lora_rank > 0 and unsloth_available(device)
+
+
+IMPORT_ORDER: dict = {}  # what the first import_unsloth_first call of this process found (bench gpu reports it)
+
+
+def import_unsloth_first(device, lora_rank: int) -> dict:
+    """Import Unsloth now when this process will load its policy through it (:func:`unsloth_wanted`),
+    so that it comes before Transformers, PEFT and TRL; the entry points (``train``, ``bench gpu``)
+    call this before anything imports those. Returns (and keeps in :data:`IMPORT_ORDER`, first call
+    only) ``{"unsloth": wanted, "imported_before": [the patched libraries already imported]}``; a
+    non-empty list with Unsloth wanted is logged as a warning (an entry point imported them first).
+
+    Example:
+        >>> import_unsloth_first("cpu", 16)["unsloth"]
+        False
+    """
+    before = [name for name in PATCHED_BY_UNSLOTH if name in sys.modules]
+    wanted = unsloth_wanted(device, lora_rank)
+    if wanted and "unsloth" not in sys.modules:  # pragma: no cover - CUDA + unsloth only
+        if before:
+            log.warning("Unsloth is imported after %s: that code path imported them first", ", ".join(before))
+        import unsloth  # noqa: F401  (its import patches Transformers, PEFT and TRL)
+    found = {"unsloth": wanted, "imported_before": before}
+    if not IMPORT_ORDER:
+        IMPORT_ORDER.update(found)
+    return found

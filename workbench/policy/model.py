@@ -168,7 +168,7 @@ class Policy:
         device = device or default_device()
         # Unsloth only for a policy that will train LoRA: its loader casts to bf16 and patches the
         # model for its kernels, which a float32 full fine-tune (the tiny tier) must not get.
-        unsloth = lora.unsloth_available(device) and backend_options.get("lora_rank", 0) > 0
+        unsloth = lora.unsloth_wanted(device, backend_options.get("lora_rank", 0))
         try:
             if unsloth:  # pragma: no cover - CUDA + unsloth only
                 from unsloth import FastLanguageModel
