@@ -300,7 +300,8 @@ def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, st
     from workbench.policy.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["bench tokens"] * 5, vocab_size=300)  # only the chat template is read
-    policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok)
+    policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok,
+                                                       micro_batch_tokens=update_batch * update_tokens)
     m = dataclasses.replace(MethodConfig(), micro_batch=update_batch, lr=1e-5)
     update = PolicyStep(policy, reference, m)
     gen = torch.Generator().manual_seed(0)
@@ -351,7 +352,7 @@ def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, st
             "unsloth_step_s": UNSLOTH_STEP_S}
 
 
-def _update_policies(spec, device, dtype, lora_rank, tok):
+def _update_policies(spec, device, dtype, lora_rank, tok, checkpointing: str = "auto", micro_batch_tokens: int = 0):
     """(policy, reference or None, 'unsloth' | 'peft' | 'full') by a run's recipe
     (``train.make_policies``) over a random model built in memory: no weights are written to disk,
     except that Unsloth (where ``Policy.load`` picks it) loads from a directory, so there the random
@@ -366,7 +367,8 @@ def _update_policies(spec, device, dtype, lora_rank, tok):
                 Policy(random_model(spec, device, dtype), tok, device=device).save(folder)
                 return Policy.load(folder, device=device, dtype=dtype, lora_rank=lora_rank)
         return Policy(random_model(spec, device, dtype), tok, device=device)
-    policy, reference = make_policies(load, lora_rank, 2 * lora_rank, 0, dtype)
+    policy, reference = make_policies(load, lora_rank, 2 * lora_rank, 0, dtype, checkpointing=checkpointing,
+                                      micro_batch_tokens=micro_batch_tokens)
     return policy, reference, "full" if not lora_rank else "unsloth" if policy.unsloth else "peft"
 
 

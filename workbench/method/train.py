@@ -344,12 +344,16 @@ def load_policies(cfg: Config, base, found: Path | None, world: int = 1):
             return Policy.load(found / "model" if found else base, dtype=dtype, **settings)
         return Policy.load(base, dtype=dtype, lora_rank=m.lora_rank, **settings)
     dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    return make_policies(load, m.lora_rank, m.lora_alpha, m.seed, dtype, found / "adapter" if found else None)
+    return make_policies(load, m.lora_rank, m.lora_alpha, m.seed, dtype, found / "adapter" if found else None,
+                         m.gradient_checkpointing, m.micro_batch * cfg.rollout.max_total_tokens)
 
 
-def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, adapter: Path | None = None):
+def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, adapter: Path | None = None,
+                  checkpointing: str = "auto", micro_batch_tokens: int = 0):
     """(policy, reference or None) by the run's recipe, each model from ``load(dtype, role)`` (role
     'policy' or 'reference'; a run loads its base, ``bench gpu`` builds a random model in memory).
+    The policy's gradient checkpointing is ``checkpointing`` (``method.gradient_checkpointing``)
+    as ``policy.checkpointing.choose`` resolves it for a micro-batch of ``micro_batch_tokens``.
 
     Full fine-tune (``lora_rank`` = 0): two float32 models (bf16 weights, Policy.load's CUDA
     default, round away most Adam steps and would put a rounding gap between policy and reference;
@@ -369,10 +373,15 @@ def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, ada
         >>> make_policies(load, 2, 4, 0, torch.float32)[1] is None
         True
     """
+    from workbench.policy.checkpointing import choose
+
     if lora_rank == 0:
-        return load(torch.float32, "policy"), load(torch.float32, "reference")
+        policy = load(torch.float32, "policy")
+        policy.checkpoint_activations(choose(checkpointing, policy.device, policy.model.config, micro_batch_tokens))
+        return policy, load(torch.float32, "reference")
     policy = load(dtype, "policy")
-    policy.add_lora(lora_rank, lora_alpha, seed=seed, adapter=adapter)
+    mode = choose(checkpointing, policy.device, policy.model.config, micro_batch_tokens)
+    policy.add_lora(lora_rank, lora_alpha, seed=seed, adapter=adapter, gradient_checkpointing=mode)
     return policy, None
 
 

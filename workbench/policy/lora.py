@@ -55,26 +55,35 @@ def _devices(model) -> list[int]:
     return [device.index or 0] if device.type == "cuda" else []
 
 
-def add_lora(model, rank: int, alpha: float, seed: int, gradient_checkpointing: bool = False, unsloth: bool = False):
+def add_lora(model, rank: int, alpha: float, seed: int, gradient_checkpointing: str = "off", unsloth: bool = False):
     """``model`` with trainable rank-``rank`` adapters on every block linear layer (the base frozen).
 
     The adapters' initial values come from ``seed`` alone (the caller's RNG is untouched). With
     ``unsloth`` (a model that ``FastLanguageModel`` loaded; CUDA only, not run on this CPU) the
-    adapters are Unsloth's; else PEFT's. ``gradient_checkpointing`` recomputes each block's
-    activations in the backward pass (memory for time; the values are the same).
+    adapters are Unsloth's; else PEFT's. ``gradient_checkpointing`` is a mode of
+    ``policy.checkpointing`` other than 'auto' ('off', 'standard': each block's activations
+    recomputed in the backward pass, the same values; 'offload': Unsloth's only).
 
     Example: see the module docstring.
     """
     if rank < 1:
         raise ValueError(f"method.lora_rank={rank}: add_lora needs a rank >= 1 (0 = full fine-tune)")
+    if gradient_checkpointing not in ("off", "standard", "offload"):
+        raise ValueError(f"add_lora: gradient_checkpointing={gradient_checkpointing!r}: expected 'off', 'standard' "
+                         "or 'offload' (checkpointing.choose resolves 'auto')")
     if unsloth:  # pragma: no cover - CUDA + unsloth only
         from unsloth import FastLanguageModel
 
+        # Unsloth's values: False, True (recompute) or "unsloth" (recompute, block inputs offloaded to the CPU)
+        use = {"off": False, "standard": True, "offload": "unsloth"}[gradient_checkpointing]
         return FastLanguageModel.get_peft_model(
             model, r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none", target_modules=list(TARGETS),
-            use_gradient_checkpointing="unsloth" if gradient_checkpointing else False, random_state=seed)
+            use_gradient_checkpointing=use, random_state=seed)
+    if gradient_checkpointing == "offload":
+        raise ValueError("method.gradient_checkpointing=offload is Unsloth's (a CUDA device with unsloth installed "
+                         "and method.lora_rank > 0); use standard or auto")
     peft = _peft()
-    if gradient_checkpointing:
+    if gradient_checkpointing == "standard":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     targets = [t for t in TARGETS if t in present] or "all-linear"  # another architecture: PEFT's rule

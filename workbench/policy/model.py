@@ -140,6 +140,7 @@ class Policy:
             raise ValueError("the tokenizer has no chat template; the solver prompt needs one")
         self.backend = backend or HFBackend(self.model, tokenizer)
         self.unsloth = False  # loaded through Unsloth's FastLanguageModel (its LoRA path then)
+        self.checkpointing = "off"  # the update's gradient checkpointing (policy.checkpointing's modes)
 
     @classmethod
     def load(cls, path_or_hub_id: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
@@ -198,10 +199,11 @@ class Policy:
         return lora.is_lora(self.model)
 
     def add_lora(self, rank: int, alpha: float, seed: int, adapter: str | Path | None = None,
-                 gradient_checkpointing: bool | None = None) -> "Policy":
+                 gradient_checkpointing: str = "off") -> "Policy":
         """Wrap the model with trainable LoRA adapters (``lora.add_lora``; Unsloth's when the model
         was loaded through it), set to the saved ``adapter`` directory when given (a resumed run).
-        Gradient checkpointing defaults to on for CUDA (memory) and off on the CPU. Returns self.
+        ``gradient_checkpointing``: 'off', 'standard' or 'offload' (``policy.checkpointing``; a run
+        chooses it by ``method.gradient_checkpointing``). Returns self.
 
         Example:
             >>> from workbench.config import preset
@@ -211,13 +213,33 @@ class Policy:
             >>> p.is_lora, sum(x.numel() for x in p.model.parameters() if x.requires_grad) > 0
             (True, True)
         """
-        if gradient_checkpointing is None:
-            gradient_checkpointing = self.device.type == "cuda"
         self.model = lora.add_lora(self.model, rank, alpha, seed, gradient_checkpointing, unsloth=self.unsloth)
+        self.checkpointing = gradient_checkpointing
         if adapter is not None:
             lora.load_adapter(self.model, adapter)
         self.model.eval()
         self.sync()  # the backend serves the wrapped model (HF) or its weights (vLLM)
+        return self
+
+    def checkpoint_activations(self, mode: str) -> "Policy":
+        """Set a full fine-tune's gradient checkpointing: 'off' or 'standard' (Transformers'
+        non-reentrant recompute of each block; 'offload' is Unsloth's, for LoRA). Returns self.
+
+        Example:
+            >>> from workbench.config import preset
+            >>> from workbench.policy.tokenizer import train_tokenizer
+            >>> tok = train_tokenizer(["some text"] * 5, vocab_size=300)
+            >>> Policy(tiny_model(preset("smoke").backbone, tok, 0), tok).checkpoint_activations("standard").model.is_gradient_checkpointing
+            True
+        """
+        if mode not in ("off", "standard"):
+            raise ValueError(f"method.gradient_checkpointing={mode!r}: a full fine-tune (method.lora_rank = 0) takes "
+                             "off, standard or auto (offload is Unsloth's, for LoRA)")
+        if mode == "standard":
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        elif self.model.is_gradient_checkpointing:
+            self.model.gradient_checkpointing_disable()
+        self.checkpointing = mode
         return self
 
     def base_only(self):
