@@ -315,13 +315,18 @@ class Policy:
                                      top_p=top_p, stop=tuple(stop), seed=seed, choices=choices)
 
     def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       entropy_mask: torch.Tensor | None = None):
+                       entropy_mask: torch.Tensor | None = None, packed: bool = False,
+                       pack_width: int | None = None):
         """Per-token log-probs ``out[b, t] = log p(input_ids[b, t] | input_ids[b, :t])`` (raw logits).
 
         Padding may be on either side; positions follow the attention mask. ``out[:, 0]`` and
         padded positions are 0. Differentiable (the update step calls it under autograd). With
         ``entropy_mask`` (aligned with ``input_ids``) it returns ``(out, entropy)``: the policy's
         mean entropy over the masked positions' predictions, from the same forward pass (no grad).
+        ``packed`` (``method.pack_sequences``): the forward runs on the rows packed without their
+        padding (``policy.packing.pack``, into rows of ``pack_width`` tokens, default the padded
+        width); the same values up to float rounding, and ``out`` is 0 at each row's first token
+        whichever side it is padded on.
 
         Example:
             >>> from workbench.config import preset
@@ -334,6 +339,8 @@ class Policy:
         """
         input_ids = input_ids.to(self.device)
         attention_mask = attention_mask.to(self.device)
+        if packed:
+            return self._packed_logprobs(input_ids, attention_mask, entropy_mask, pack_width)
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         hidden, head = self._hidden_and_head(input_ids, attention_mask, position_ids)
         picked, entropy = gather_logprobs(hidden, head, input_ids[:, 1:], with_entropy=entropy_mask is not None)
@@ -343,6 +350,26 @@ class Policy:
             return out
         mask = entropy_mask[:, 1:].to(self.device, entropy.dtype)
         return out, (entropy.detach() * mask).sum() / mask.sum().clamp(min=1.0)  # a patched model (Unsloth) may attach a graph
+
+    def _packed_logprobs(self, input_ids, attention_mask, entropy_mask, width):
+        """``token_logprobs`` through one forward over the packed rows: each prediction (b, t) is
+        made from the packed position of (b, t - 1) and scattered back to [B, T]."""
+        from workbench.policy import packing
+
+        packed = packing.pack(input_ids, attention_mask, self.tokenizer.pad_token_id, width)
+        hidden, head = self._hidden_and_head(packed.input_ids, None, packed.position_ids)
+        source = packed.source
+        rows, cols = torch.nonzero((source[:, 1:] >= 0) & (source[:, :-1] >= 0), as_tuple=True)  # predicts t = cols+1
+        flat = hidden.reshape(-1, hidden.shape[-1])[source[rows, cols]]
+        flat = torch.cat([flat, flat[:1]])[None]  # gather_logprobs predicts from all but the last position
+        picked, entropy = gather_logprobs(flat, head, input_ids[rows, cols + 1][None],
+                                          with_entropy=entropy_mask is not None)
+        batch, width = input_ids.shape
+        out = picked.new_zeros(batch, width).index_put((rows, cols + 1), picked[0])
+        if entropy_mask is None:
+            return out
+        mask = entropy_mask[:, 1:].to(self.device, entropy.dtype)[rows, cols]
+        return out, (entropy[0].detach() * mask).sum() / mask.sum().clamp(min=1.0)
 
     def _hidden_and_head(self, input_ids, attention_mask, position_ids):
         """(the last hidden states [B, T, H], the output layer) so the logits can be made in chunks;
