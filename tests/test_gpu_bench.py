@@ -3,6 +3,8 @@ The measurements themselves need a CUDA device (LOG.md records them)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -170,3 +172,20 @@ def test_the_update_bench_times_the_trainers_own_step(monkeypatch):
     upd = gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 3, 8, 2)
     assert calls == [(3, 3 * 6)] * 3  # one warm-up and two timed steps, 3 rows of 8 tokens (2 of prompt)
     assert upd["step_s"] > 0 and 0 < upd["reference_s"] < upd["step_s"] and upd["trainer"] == "peft"
+
+
+def test_the_update_bench_times_each_variant_packed_and_padded():
+    """Issue 44: one timing per ``MODE[+packed]`` variant on the same rows; with varied lengths the
+    packed forward runs over fewer tokens than the padded one, the same real tokens, and its
+    log-probs equal the padded ones on the batch."""
+    upd = gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 6, 16, 1,
+                          variants=("auto+packed", "standard"), lengths="varied")
+    padded, packed = sorted(upd["variants"], key=lambda r: r["packed"])
+    assert [r["variant"] for r in upd["variants"]] == ["auto+packed", "standard"]
+    assert upd["step_s"] == packed["step_s"] and upd["packed"] is True  # the first variant's figures
+    assert (padded["checkpointing"], packed["checkpointing"]) == ("standard", "off")  # auto: off on the CPU
+    assert padded["real_tokens"] == packed["real_tokens"] < packed["forward_tokens"] < padded["forward_tokens"]
+    assert 0 < packed["loss_tokens"] < packed["real_tokens"] and padded["mfu_6nt"] is None
+    assert packed["max_abs_logprob_diff_vs_padded"] < 1e-4 and "max_abs_logprob_diff_vs_padded" not in padded
+    with pytest.raises(ValueError, match=re.escape("--update-variants 'auto+fast': expected MODE or MODE+packed")):
+        gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 2, 8, 1, variants=("auto+fast",))

@@ -98,7 +98,8 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
               update_tokens: int = 1024, update_steps: int = 3, round_model: str | None = None, db=None,
               preset: str = "tiny", overrides: dict | None = None, bandwidth: float = HBM_BYTES_PER_S,
               seed: int = 0, parts=("generation", "update"), model: str | None = None,
-              retrieval_sizes=(1_000_000, 10_000_000), profile: bool = False) -> dict:
+              retrieval_sizes=(1_000_000, 10_000_000), profile: bool = False, update_variants=("auto",),
+              update_lengths: str = "equal") -> dict:
     """Measure the ``parts`` of the module docstring and return them as one JSON-ready dict.
 
     ``model`` (a model directory with its tokenizer, e.g. the warm start) is what ``logprobs``
@@ -129,7 +130,8 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
         result["generation"] = bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens,
                                                 bandwidth)
     if "update" in parts:
-        result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps)
+        result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps,
+                                        update_variants, update_lengths)
     if "retrieval" in parts:
         result["retrieval"] = bench_retrieval(device, retrieval_sizes, seed=seed)
     if "logprobs" in parts:
@@ -288,68 +290,153 @@ def _generate_vllm(spec, device, dtype, prompts, new_tokens) -> dict:  # pragma:
     return {"startup_s": startup, **rates}
 
 
-def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, steps) -> dict:
+H200_BF16_TFLOPS = 989.0  # the H200's dense bf16 peak (NVIDIA's datasheet, no sparsity): the MFU's denominator
+
+
+def update_rows(vocab: int, batch: int, tokens: int, lengths: str = "equal", seed: int = 0):
+    """(rows, advantages) for the update bench: ``batch`` random rows of ``tokens`` tokens
+    (``lengths`` 'equal', the issue's shape), or of lengths drawn uniformly from tokens/4..tokens
+    ('varied': what a round's rows look like, where padding costs), a quarter of each row
+    prompt (no loss), the rest generated with every fourth block of 8 tokens retrieved (loss 0).
+
+    Example:
+        >>> rows, adv = update_rows(100, 3, 16, "varied")
+        >>> [r.length for r in rows], len(adv[0]) == len(rows[0].response_ids)
+        ([7, 6, 5], True)
+    """
+    from workbench.policy.rollout import Trajectory
+
+    if lengths not in ("equal", "varied"):
+        raise ValueError(f"--update-lengths {lengths!r}: expected 'equal' or 'varied'")
+    gen = torch.Generator().manual_seed(seed)
+    sizes = [tokens] * batch if lengths == "equal" else \
+        torch.randint(max(2, tokens // 4), tokens + 1, (batch,), generator=gen).tolist()
+    rows = []
+    for i, n in enumerate(sizes):
+        ids = torch.randint(0, vocab, (n,), generator=gen).tolist()
+        prompt = max(1, n // 4)
+        mask = [0 if (j // 8) % 4 == 3 else 1 for j in range(n - prompt)]
+        rows.append(Trajectory(i, 0, "", ids[:prompt], ids[prompt:], mask, [0.0] * (n - prompt)))
+    return rows, [torch.randn(len(r.response_ids), generator=gen) for r in rows]
+
+
+def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, steps, variants=("auto",),
+                 lengths: str = "equal") -> dict:
     """The trainer's own optimiser step (``update.PolicyStep``, what ``loop.Trainer.update`` runs) on
-    random tokens (module docstring), the batch in one micro-batch: seconds a step (mean over
-    ``steps`` after one warm-up step), the reference forward inside it, peak memory, TFLOP/s."""
+    random tokens (module docstring, :func:`update_rows`), the batch in one micro-batch, once per
+    variant: ``MODE`` or ``MODE+packed`` (``method.gradient_checkpointing``, ``method.pack_sequences``),
+    each on a freshly made policy, 'offload' last (Unsloth's offloading checkpointing patches
+    process-wide). Per variant: seconds a step (mean over ``steps`` after one warm-up step), the
+    reference forward inside it, peak memory, the tokens the forward ran over (padded or packed rows
+    x width) against the real ones, real and loss tokens a second, and MFU = 6 N x real tokens / step
+    seconds / :data:`H200_BF16_TFLOPS` (the reference forward and a checkpointed recompute are not
+    counted: it is the share of the peak that went to useful training FLOPs); a packed variant also
+    reports its log-probs' largest difference from the padded ones on the same batch (no grad).
+    The first variant's figures are also the result's own keys (``goals`` reads them)."""
     import dataclasses
 
     from workbench.config import MethodConfig
     from workbench.method.update import PolicyStep
-    from workbench.policy.rollout import Trajectory
+    from workbench.policy.rollout import batch_tensors
     from workbench.policy.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["bench tokens"] * 5, vocab_size=300)  # only the chat template is read
-    policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok,
-                                                       micro_batch_tokens=update_batch * update_tokens)
-    m = dataclasses.replace(MethodConfig(), micro_batch=update_batch, lr=1e-5)
-    update = PolicyStep(policy, reference, m)
-    gen = torch.Generator().manual_seed(0)
-    prompt = update_tokens // 4  # the prompt's tokens carry no loss
-    ids = torch.randint(0, spec["vocab_size"], (update_batch, update_tokens), generator=gen).tolist()
-    rows = [Trajectory(i, 0, "", row[:prompt], row[prompt:], [1] * (update_tokens - prompt),
-                       [0.0] * (update_tokens - prompt)) for i, row in enumerate(ids)]
-    advantages = [torch.randn(update_tokens - prompt, generator=gen) for _ in rows]
-    ref_seconds = []
-    real_reference = update.reference_logprobs
+    rows, advantages = update_rows(spec["vocab_size"], update_batch, update_tokens, lengths)
+    tensors = batch_tensors(rows, 0)
+    real = int(tensors["attention_mask"].sum())
+    loss_tokens = int(tensors["loss_mask"].sum())
+    order = sorted(variants, key=lambda v: v.split("+")[0] == "offload")
+    out, matmul = [], matmul_tflops(device)
+    for variant in order:
+        mode, _, packed = variant.partition("+")
+        if packed not in ("", "packed"):
+            raise ValueError(f"--update-variants {variant!r}: expected MODE or MODE+packed, MODE one of "
+                             "auto, off, standard, offload")
+        policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok, mode,
+                                                           micro_batch_tokens=update_batch * update_tokens)
+        m = dataclasses.replace(MethodConfig(), micro_batch=update_batch, lr=1e-5, pack_sequences=bool(packed))
+        update = PolicyStep(policy, reference, m)
+        ref_seconds = []
+        real_reference = update.reference_logprobs
 
-    def timed_reference(*args):  # the reference forward's share of the step
-        _sync(device)
-        start = time.perf_counter()
-        out = real_reference(*args)
-        _sync(device)
-        ref_seconds.append(time.perf_counter() - start)
-        return out
+        def timed_reference(*args):  # the reference forward's share of the step
+            _sync(device)
+            start = time.perf_counter()
+            out = real_reference(*args)
+            _sync(device)
+            ref_seconds.append(time.perf_counter() - start)
+            return out
 
-    update.reference_logprobs = timed_reference
+        update.reference_logprobs = timed_reference
 
-    def step() -> float:
-        _sync(device)
-        start = time.perf_counter()
-        update(0, rows, advantages)
-        _sync(device)
-        return time.perf_counter() - start
+        def step() -> float:
+            _sync(device)
+            start = time.perf_counter()
+            update(0, rows, advantages)
+            _sync(device)
+            return time.perf_counter() - start
 
-    def old_logprobs() -> float:  # what the update adds when the backend's log-probs are not the trainer's
-        _sync(device)
-        start = time.perf_counter()
-        with torch.no_grad():
-            policy.token_logprobs(torch.tensor(ids, device=device), torch.ones(len(ids), update_tokens, device=device,
-                                                                               dtype=torch.long))
-        _sync(device)
-        return time.perf_counter() - start
+        step()  # warm-up (kernel selection, allocator, Unsloth's compilation)
+        _reset_peak(device)
+        ref_seconds.clear()
+        seconds = sum(step() for _ in range(steps)) / steps
+        batches, width = update.micro_batches(rows, sorted(range(len(rows)), key=lambda i: rows[i].length))
+        forward_tokens = sum(_forward_tokens([rows[i] for i in idx], width) for idx in batches)
+        row = {"variant": variant, "checkpointing": policy.checkpointing, "packed": bool(packed), "trainer": trainer_kind,
+               "step_s": seconds, "reference_s": sum(ref_seconds) / steps, "peak_gib": _peak_gib(device),
+               "real_tokens": real, "loss_tokens": loss_tokens, "forward_tokens": forward_tokens,
+               "real_tokens_per_s": real / seconds, "loss_tokens_per_s": loss_tokens / seconds,
+               "tflops_6nt": step_tflops(spec, real, seconds),
+               "mfu_6nt": step_tflops(spec, real, seconds) / H200_BF16_TFLOPS if device.startswith("cuda") else None}
+        if packed:
+            row["max_abs_logprob_diff_vs_padded"] = max(_packed_vs_padded(policy, [rows[i] for i in idx], width, device)
+                                                        for idx in batches)
+        if not out:  # what the update adds when the backend's log-probs are not the trainer's
+            row["old_logprobs_s"] = sum(_old_logprobs(policy, tensors, device) for _ in range(steps)) / steps
+        log.info("update %s", json.dumps(row))
+        out.append(row)
+        del policy, reference, update
+        _reset_peak(device)
+    first = next(r for r in out if r["variant"] == variants[0])
+    return {"batch": update_batch, "tokens_per_row": update_tokens, "lengths": lengths, "lora_rank": lora_rank,
+            **{k: first[k] for k in ("trainer", "checkpointing", "packed", "step_s", "reference_s", "old_logprobs_s",
+                                     "peak_gib") if k in first},
+            "tflops_6nt": first["tflops_6nt"], "matmul_tflops": matmul, "unsloth_step_s": UNSLOTH_STEP_S,
+            "variants": out}
 
-    step()  # warm-up (kernel selection, allocator)
-    _reset_peak(device)
-    ref_seconds.clear()
-    seconds = sum(step() for _ in range(steps)) / steps
-    old_s = sum(old_logprobs() for _ in range(steps)) / steps
-    tokens = update_batch * update_tokens
-    return {"batch": update_batch, "tokens_per_row": update_tokens, "lora_rank": lora_rank, "trainer": trainer_kind,
-            "step_s": seconds, "reference_s": sum(ref_seconds) / steps, "old_logprobs_s": old_s,
-            "peak_gib": _peak_gib(device),
-            "tflops_6nt": step_tflops(spec, tokens, seconds), "matmul_tflops": matmul_tflops(device),
-            "unsloth_step_s": UNSLOTH_STEP_S}
+
+def _forward_tokens(rows, width: int | None) -> int:
+    """Tokens a micro-batch's forward runs over: its right-padded rows, or (``width`` given) the
+    packed rows ``policy.packing.pack`` lays them out in."""
+    from workbench.policy.packing import pack
+    from workbench.policy.rollout import batch_tensors
+
+    t = batch_tensors(rows, 0)
+    return t["input_ids"].numel() if width is None else pack(t["input_ids"], t["attention_mask"], 0, width).input_ids.numel()
+
+
+def _packed_vs_padded(policy, rows, width: int, device) -> float:
+    """The largest |packed - padded| log-prob over ``rows``' predicted tokens (no grad), packed as the
+    update packs them (``rows`` in its micro-batch's order, rows of ``width``)."""
+    from workbench.policy.rollout import batch_tensors
+
+    t = batch_tensors(rows, 0)
+    ids, mask = t["input_ids"].to(device), t["attention_mask"].to(device)
+    with torch.no_grad():
+        padded = policy.token_logprobs(ids, mask)
+        packed = policy.token_logprobs(ids, mask, packed=True, pack_width=width)
+    valid = mask[:, 1:].bool()
+    return float((packed[:, 1:] - padded[:, 1:])[valid].abs().max())
+
+
+def _old_logprobs(policy, tensors, device) -> float:
+    """Seconds of the trainer's old-policy log-probs of the batch (no grad, padded)."""
+    _sync(device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        policy.token_logprobs(tensors["input_ids"].to(device), tensors["attention_mask"].to(device))
+    _sync(device)
+    return time.perf_counter() - start
 
 
 def _update_policies(spec, device, dtype, lora_rank, tok, checkpointing: str = "auto", micro_batch_tokens: int = 0):
