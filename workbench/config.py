@@ -167,6 +167,9 @@ class MethodConfig:
     proposer_max_new_tokens: int = 48  # ours
     proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
+    # ours (issue 44): validate every k-th round, the last and each iteration's last (other rounds' val_em is null);
+    # `best` is the best validated round, so 1 (every round) is the paper's checkpoint selection over all rounds
+    val_every: int = 1
     seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
     # ours: the families the seed fallback draws from, comma-separated (e.g. "comparison,two_hop"); "" = all
     seed_families: str = ""
@@ -395,6 +398,7 @@ RULES: dict[str, tuple] = {
     "method.minibatches": (_at_least(1), "an integer >= 1 (optimiser steps a round)"),
     "method.warmup_steps": (_at_least(0), "an integer >= 0"),
     "method.val_questions": (_at_least(0), "an integer >= 0"),
+    "method.val_every": (_at_least(1), "an integer >= 1 (validate every k-th round and the last)"),
     "method.topology_max_answers": (_at_least(1), "an integer >= 1"),
     "method.topology_prompt": (_one_of("witness", "query"), "one of ['witness', 'query']"),
     **{f"method.{k}": (_within(0, 1), "a number in [0, 1]")

@@ -400,11 +400,13 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
         for t in range(state["completed"], steps):
             result = trainer.run_round(t)
             lap = Laps("after round")  # logged as each ends; not among the round's stored time_* metrics
-            val = validation_em(trainer, cfg.method.val_questions)
-            lap("validation")
+            val = None  # a round left unvalidated (method.val_every) records val_em null and is no `best`
+            if validates(t, steps, cfg.method.val_every, trainer.iteration_ends):
+                val = validation_em(trainer, cfg.method.val_questions)
+                lap("validation")
             metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
             lap("commit")
-            if metrics["val_em"] > state["best_val"]:
+            if val is not None and val > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
                            tool_settings(cfg.method) if trainer.kg is not None else None,
@@ -419,6 +421,19 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             _write_progress(trainer, folder, state, "running")
             bar.set_postfix(round_postfix(metrics, state["best_val"]), refresh=False)
             bar.update(1)  # one redraw a round: one line in papermill's log
+
+
+def validates(t: int, steps: int, every: int, iteration_ends=()) -> bool:
+    """Whether round ``t`` (0-based) of a ``steps``-round run is validated: every ``every``-th round
+    (``method.val_every``, ours), the last, and the last of each iteration (its best is kept), so the
+    ``best`` checkpoint is the best of those rounds (of every round with the default 1).
+
+    Example:
+        >>> [t for t in range(10) if validates(t, 10, 4)]
+        [3, 7, 9]
+    """
+    done = t + 1
+    return done % every == 0 or done == steps or done in iteration_ends
 
 
 def _end_iteration(trainer: Trainer, folder: Path, k: int) -> None:
