@@ -189,3 +189,19 @@ def test_the_update_bench_times_each_variant_packed_and_padded():
     assert packed["max_abs_logprob_diff_vs_padded"] < 1e-4 and "max_abs_logprob_diff_vs_padded" not in padded
     with pytest.raises(ValueError, match=re.escape("--update-variants 'auto+fast': expected MODE or MODE+packed")):
         gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 2, 8, 1, variants=("auto+fast",))
+
+
+def test_the_update_bench_records_what_it_cannot_run_here(capsys):
+    """The GPU-only rows of ``bench gpu --parts update`` on this CPU: Unsloth's offloading variant and
+    its standalone step are recorded as skipped, with why; the other variants still run."""
+    import json
+
+    argv = ["bench", "gpu", "--device", "cpu", "--shape", "tiny-test", "--parts", "update", "--lora-rank", "2",
+            "--update-batch", "2", "--update-tokens", "8", "--update-steps", "1", "--update-variants", "offload",
+            "auto", "--unsloth-standalone"]
+    assert main(argv) == 0
+    upd = json.loads(capsys.readouterr().out)["update"]
+    ran, skipped = upd["variants"]  # offload last (Unsloth's offloading patches process-wide)
+    assert skipped == {"variant": "offload", "skipped": skipped["skipped"]} and "offload is Unsloth's" in skipped["skipped"]
+    assert ran["variant"] == "auto" and ran["step_s"] > 0 and "step_s" not in upd  # the first variant did not run
+    assert upd["unsloth_standalone"] == {"skipped": "ModuleNotFoundError: No module named 'unsloth'"}
