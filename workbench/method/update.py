@@ -319,7 +319,7 @@ class PolicyStep:
         from workbench.policy import packing
 
         size = self.m.micro_batch
-        if not self.m.pack_sequences:
+        if not self.m.pack_sequences or not order:  # a rank may hold no row of a small step
             return [order[s:s + size] for s in range(0, len(order), size)], None
         width = max(rows[i].length for i in order)
         groups = packing.bins([rows[i].length for i in order], width)
