@@ -87,3 +87,15 @@ def test_a_packed_update_step_has_the_padded_loss_and_gradients(tok, lora_rank):
         assert stats_p[key] == pytest.approx(stats[key], rel=1e-4, abs=1e-6), key
     for name, g in grads.items():
         torch.testing.assert_close(grads_p[name], g, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_packed_micro_batches_hold_whole_bins_and_a_rank_without_rows_gets_none(tok):
+    policy = Policy(tiny_model(preset("smoke").backbone, tok, 0), tok, device="cpu")
+    rows = _rows(len(tok), LENGTHS)
+    m = dataclasses.replace(preset("smoke").method, micro_batch=2, pack_sequences=True)
+    step = PolicyStep(policy, copy.deepcopy(policy), m)
+    order = sorted(range(len(rows)), key=lambda i: rows[i].length)
+    batches, width = step.micro_batches(rows, order)
+    assert width == max(r.length for r in rows) and sorted(i for b in batches for i in b) == sorted(order)
+    assert len(batches) < -(-len(rows) // 2)  # fewer forwards than 2 padded rows at a time
+    assert step.micro_batches(rows, []) == ([], None)  # distributed.step_rows of a step smaller than the world
