@@ -51,6 +51,12 @@ def test_pack_puts_every_token_once_with_its_own_positions(tok):
     assert (p.source[~valid] == -1).all() and len(set(p.source[valid].tolist())) == int(valid.sum())
     with pytest.raises(ValueError, match="a row of 5 tokens does not fit a packed row of 4"):
         packing.bins([5], 4)
+    width = p.input_ids.shape[1]
+    for b, row in enumerate(p.position_ids):  # Unsloth's packed_seq_lengths: the row's sequences, then its padding
+        starts = sorted((int(p.source[i][valid[i]].min()), int(valid[i].sum())) for i in range(len(valid))
+                        if int(p.source[i][valid[i]].min()) // width == b)
+        want = [n for _, n in starts] + ([width - sum(n for _, n in starts)] if sum(n for _, n in starts) < width else [])
+        assert packing.segment_lengths(row).tolist() == want
 
 
 def test_packed_logprobs_and_entropy_equal_the_padded_ones(tok):

@@ -340,7 +340,8 @@ def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, st
     seconds / :data:`H200_BF16_TFLOPS` (the reference forward and a checkpointed recompute are not
     counted: it is the share of the peak that went to useful training FLOPs); a packed variant also
     reports its log-probs' largest difference from the padded ones on the same batch (no grad).
-    A variant whose policy cannot be made (offload off Unsloth) is recorded as skipped, with why.
+    A variant whose policy cannot be made (offload off Unsloth) or whose first step fails (an
+    Unsloth without ``packed_seq_lengths``) is recorded as skipped, with why.
     The first variant's figures are also the result's own keys (``goals`` reads them)."""
     import dataclasses
 
@@ -389,7 +390,14 @@ def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, st
             _sync(device)
             return time.perf_counter() - start
 
-        step()  # warm-up (kernel selection, allocator, Unsloth's compilation)
+        try:
+            step()  # warm-up (kernel selection, allocator, Unsloth's compilation)
+        except (TypeError, RuntimeError) as err:  # e.g. an Unsloth without packed_seq_lengths: the rest still run
+            out.append({"variant": variant, "skipped": f"{type(err).__name__}: {str(err).splitlines()[0]}"})
+            log.info("update %s", json.dumps(out[-1]))
+            del policy, reference, update
+            _reset_peak(device)
+            continue
         _reset_peak(device)
         ref_seconds.clear()
         seconds = sum(step() for _ in range(steps)) / steps

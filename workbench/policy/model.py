@@ -357,7 +357,10 @@ class Policy:
         from workbench.policy import packing
 
         packed = packing.pack(input_ids, attention_mask, self.tokenizer.pad_token_id, width)
-        hidden, head = self._hidden_and_head(packed.input_ids, None, packed.position_ids)
+        if self.unsloth:  # pragma: no cover - CUDA + unsloth only
+            hidden, head = self._unsloth_packed_hidden(packed)
+        else:
+            hidden, head = self._hidden_and_head(packed.input_ids, None, packed.position_ids)
         source = packed.source
         rows, cols = torch.nonzero((source[:, 1:] >= 0) & (source[:, :-1] >= 0), as_tuple=True)  # predicts t = cols+1
         flat = hidden.reshape(-1, hidden.shape[-1])[source[rows, cols]]
@@ -370,6 +373,20 @@ class Policy:
             return out
         mask = entropy_mask[:, 1:].to(self.device, entropy.dtype)[rows, cols]
         return out, (entropy[0].detach() * mask).sum() / mask.sum().clamp(min=1.0)
+
+    def _unsloth_packed_hidden(self, packed):  # pragma: no cover - CUDA + unsloth only
+        """The packed rows' last hidden states under Unsloth, whose attention takes packed sequences
+        from a ``packed_seq_lengths`` argument over one flattened row (restarting positions alone
+        leave its attention causal over the whole row; its PyTorch-attention fallback builds one
+        mask over the row): one packed row per forward, each segment starting at position 0.
+        Not run on this CPU; ``bench gpu``'s packed variants compare it with the padded forward."""
+        from workbench.policy.packing import segment_lengths
+
+        decoder, rows = self.model.get_decoder(), []
+        for ids, positions in zip(packed.input_ids, packed.position_ids):
+            rows.append(decoder(input_ids=ids[None], position_ids=positions[None], use_cache=False,
+                                packed_seq_lengths=segment_lengths(positions)).last_hidden_state)
+        return torch.cat(rows), self.model.get_output_embeddings()
 
     def _hidden_and_head(self, input_ids, attention_mask, position_ids):
         """(the last hidden states [B, T, H], the output layer) so the logits can be made in chunks;

@@ -100,3 +100,15 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_token_id: in
         # the rest is padding, positions of its own: a sequence apart that no real token attends to
         positions[b, offset:] = torch.arange(width - offset, device=device)
     return Packed(ids, positions, source)
+
+
+def segment_lengths(positions: torch.Tensor) -> torch.Tensor:
+    """The lengths of the segments of one packed row (its sequences, then its padding), each
+    starting at position 0: what Unsloth's attention reads as ``packed_seq_lengths`` (int32).
+
+    Example:
+        >>> segment_lengths(torch.tensor([0, 1, 2, 0, 0, 1])).tolist()
+        [3, 1, 2]
+    """
+    starts = torch.nonzero(positions == 0).flatten()
+    return torch.diff(torch.cat([starts, starts.new_tensor([len(positions)])])).to(torch.int32)
