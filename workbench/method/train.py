@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import logging
 import pickle
 import re
 import shutil
@@ -381,6 +382,8 @@ def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, ada
         return policy, load(torch.float32, "reference")
     policy = load(dtype, "policy")
     mode = choose(checkpointing, policy.device, policy.model.config, micro_batch_tokens)
+    logging.getLogger(__name__).info("update: gradient checkpointing %s (method.gradient_checkpointing=%s, "
+                                     "%d tokens a micro-batch)", mode, checkpointing, micro_batch_tokens)
     policy.add_lora(lora_rank, lora_alpha, seed=seed, adapter=adapter, gradient_checkpointing=mode)
     return policy, None
 
