@@ -7,6 +7,9 @@
 #   logprobs   vLLM's per-token log-probs vs the trainer's for the same tokens (the warm start)
 #   tiny       `workbench train` at the tiny preset, 3 rounds, rollout.backend=vllm then hf
 #   gen3b      bench gpu at the Qwen2.5-3B shape: bare generation (vLLM, HF) and the LoRA update
+#   update3b   the LoRA update alone at the 3B shape (8 x 1,024, r 16) per UPDATE_VARIANTS (default "auto auto+packed
+#              offload": method.gradient_checkpointing[+method.pack_sequences]) beside Unsloth's standalone step
+#   update3b_varied  the same on rows of varied length (a quarter of 1,024 to all): padded vs packed (issue 44)
 #   loop3b     rollout() itself at the 3B shape on both engines, 256 trajectories (vLLM's experiments on its engine)
 #   loop3b_v1  loop3b with vLLM's V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0; 0.26 picks V2 for dense models)
 #   loop3b_mp  vLLM alone in loop3b with its engine core in a process of its own (VLLM_ENABLE_V1_MULTIPROCESSING=1)
@@ -56,6 +59,10 @@ for part in "$@"; do
           done ;;
     gen3b) $wb bench gpu --shape qwen2.5-3b --parts generation update > "$OUT/gen3b.json" ;;
     gen7b) $wb bench gpu --shape qwen2.5-7b --parts generation update > "$OUT/gen7b.json" ;;
+    update3b) $wb bench gpu --shape qwen2.5-3b --parts update --update-variants ${UPDATE_VARIANTS:-auto auto+packed offload} \
+                --unsloth-standalone > "$OUT/update3b.json" ;;
+    update3b_varied) $wb bench gpu --shape qwen2.5-3b --parts update --update-lengths varied \
+                       --update-variants ${UPDATE_VARIANTS:-auto auto+packed} > "$OUT/update3b_varied.json" ;;
     gen8b) $wb bench gpu --shape llama-3.1-8b --parts generation update > "$OUT/gen8b.json" ;;
     loop3b|loop3b_v1|loop3b_mp) vars=(); engines=(${LOOP_ENGINES:-vllm hf}); model=$(model3b) || exit 1
               [ $part = loop3b_v1 ] && vars=(VLLM_USE_V2_MODEL_RUNNER=0)

@@ -3,6 +3,8 @@ The measurements themselves need a CUDA device (LOG.md records them)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -56,7 +58,8 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     r = gb.bench_gpu("tiny-test", device="cpu", engines=["hf", "vllm"], batch=2, prompt_tokens=4, new_tokens=3,
                      lora_rank=2, update_batch=2, update_tokens=8, update_steps=1, model=str(model), db=str(db),
                      preset="smoke", overrides={"method.minibatches": 2}, parts=["generation", "update", "loop", "round"])
-    assert sorted(r) == ["device", "dtype", "generation", "goals", "loop", "params", "round", "shape", "update"]
+    assert sorted(r) == ["device", "dtype", "generation", "goals", "loop", "params", "round", "shape", "unsloth_import",
+                         "update"]
     hf = r["generation"]["engines"]["hf"]
     assert hf["tokens"] == 2 * 3 and hf["tokens_per_s"] > 0 and 0 < hf["roofline_share"] < 1
     if "skipped" in r["generation"]["engines"]["vllm"]:  # CPU machines: the import error, shown as it is
@@ -85,7 +88,7 @@ def test_the_command_prints_the_json(capsys):
     assert main(argv) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["update"]["trainer"] == "full" and r["generation"]["engines"]["hf"]["tokens"] == 4
-    assert set(r) == {"device", "dtype", "generation", "goals", "params", "shape", "update"}  # the default parts
+    assert set(r) == {"device", "dtype", "generation", "goals", "params", "shape", "unsloth_import", "update"}
 
 
 def test_paper_shape_folder_pads_the_tokenizer_to_the_shapes_vocabulary(tmp_path):
@@ -169,3 +172,36 @@ def test_the_update_bench_times_the_trainers_own_step(monkeypatch):
     upd = gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 3, 8, 2)
     assert calls == [(3, 3 * 6)] * 3  # one warm-up and two timed steps, 3 rows of 8 tokens (2 of prompt)
     assert upd["step_s"] > 0 and 0 < upd["reference_s"] < upd["step_s"] and upd["trainer"] == "peft"
+
+
+def test_the_update_bench_times_each_variant_packed_and_padded():
+    """Issue 44: one timing per ``MODE[+packed]`` variant on the same rows; with varied lengths the
+    packed forward runs over fewer tokens than the padded one, the same real tokens, and its
+    log-probs equal the padded ones on the batch."""
+    upd = gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 6, 16, 1,
+                          variants=("auto+packed", "standard"), lengths="varied")
+    padded, packed = sorted(upd["variants"], key=lambda r: r["packed"])
+    assert [r["variant"] for r in upd["variants"]] == ["auto+packed", "standard"]
+    assert upd["step_s"] == packed["step_s"] and upd["packed"] is True  # the first variant's figures
+    assert (padded["checkpointing"], packed["checkpointing"]) == ("standard", "off")  # auto: off on the CPU
+    assert padded["real_tokens"] == packed["real_tokens"] < packed["forward_tokens"] < padded["forward_tokens"]
+    assert 0 < packed["loss_tokens"] < packed["real_tokens"] and padded["mfu_6nt"] is None
+    assert packed["max_abs_logprob_diff_vs_padded"] < 1e-4 and "max_abs_logprob_diff_vs_padded" not in padded
+    with pytest.raises(ValueError, match=re.escape("--update-variants 'auto+fast': expected MODE or MODE+packed")):
+        gb.bench_update(shapes.SHAPES["tiny-test"], "cpu", torch.float32, 2, 2, 8, 1, variants=("auto+fast",))
+
+
+def test_the_update_bench_records_what_it_cannot_run_here(capsys):
+    """The GPU-only rows of ``bench gpu --parts update`` on this CPU: Unsloth's offloading variant and
+    its standalone step are recorded as skipped, with why; the other variants still run."""
+    import json
+
+    argv = ["bench", "gpu", "--device", "cpu", "--shape", "tiny-test", "--parts", "update", "--lora-rank", "2",
+            "--update-batch", "2", "--update-tokens", "8", "--update-steps", "1", "--update-variants", "offload",
+            "auto", "--unsloth-standalone"]
+    assert main(argv) == 0
+    upd = json.loads(capsys.readouterr().out)["update"]
+    ran, skipped = upd["variants"]  # offload last (Unsloth's offloading patches process-wide)
+    assert skipped == {"variant": "offload", "skipped": skipped["skipped"]} and "offload is Unsloth's" in skipped["skipped"]
+    assert ran["variant"] == "auto" and ran["step_s"] > 0 and "step_s" not in upd  # the first variant did not run
+    assert upd["unsloth_standalone"] == {"skipped": "ModuleNotFoundError: No module named 'unsloth'"}

@@ -157,9 +157,19 @@ class MethodConfig:
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer
     lora_alpha: int = 32  # ours: LoRA's alpha (the adapters' scale is alpha / rank)
+    # ours (issue 44): activations in the update's backward pass: auto | off | standard (recompute each block) |
+    # offload (Unsloth's: recompute, the block inputs kept in CPU memory); auto = off on the CPU, and on CUDA off
+    # when the estimated activations of a worst-case micro-batch fit in half the free memory, else standard
+    gradient_checkpointing: str = "auto"
+    # ours (issue 44): the update's forward packs each micro-batch's rows into as few rows as the longest holds
+    # (per-sequence positions, no compute on padding; the same log-probs); off: right-padded rows
+    pack_sequences: bool = False
     proposer_max_new_tokens: int = 48  # ours
     proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
+    # ours (issue 44): validate every k-th round, the last and each iteration's last (other rounds' val_em is null);
+    # `best` is the best validated round, so 1 (every round) is the paper's checkpoint selection over all rounds
+    val_every: int = 1
     seed_dataset: str = "tinyworld"  # questions.dataset of the seed pool (its split 'seed')
     # ours: the families the seed fallback draws from, comma-separated (e.g. "comparison,two_hop"); "" = all
     seed_families: str = ""
@@ -340,6 +350,7 @@ INDEXES = ("bm25", "dense", "hybrid")  # search.tool.INDEX_KINDS (tested equal)
 FUSIONS = ("rrf", "minmax", "zscore")  # search.index.FUSIONS (tested equal)
 PATH_EXTRACTORS = ("deterministic", "llm")  # method.llm_judges.PATH_EXTRACTORS (tested equal)
 MR_PENALTY_FORMS = ("saturating", "literal")  # peers.dynasearcher.multireward.PENALTY_FORMS (tested equal)
+CHECKPOINTING = ("auto", "off", "standard", "offload")  # policy.checkpointing.MODES (tested equal)
 BACKENDS = ("auto", "hf", "vllm")  # policy.generation.BACKENDS (tested equal: config cannot import policy)
 VLLM_SYNC = ("lora", "merged")  # policy.generation.SYNC_MODES
 DATA_PARALLEL = ("replicate", "shard")  # method.distributed.DATA_PARALLEL
@@ -379,6 +390,7 @@ RULES: dict[str, tuple] = {
     "rollout.data_parallel": (_one_of(*DATA_PARALLEL), f"one of {list(DATA_PARALLEL)}"),
     "method.lora_rank": (_at_least(0), "an integer >= 0 (0 = full fine-tune)"),
     "method.lora_alpha": (_at_least(1), "an integer >= 1"),
+    "method.gradient_checkpointing": (_one_of(*CHECKPOINTING), f"one of {list(CHECKPOINTING)}"),
     **{f"method.{k}": (_at_least(1), "an integer >= 1")
        for k in ("steps", "chains_per_round", "candidates_per_chain", "admit_top_k", "max_non_finite",
                  "micro_batch", "proposer_max_new_tokens")},
@@ -386,6 +398,7 @@ RULES: dict[str, tuple] = {
     "method.minibatches": (_at_least(1), "an integer >= 1 (optimiser steps a round)"),
     "method.warmup_steps": (_at_least(0), "an integer >= 0"),
     "method.val_questions": (_at_least(0), "an integer >= 0"),
+    "method.val_every": (_at_least(1), "an integer >= 1 (validate every k-th round and the last)"),
     "method.topology_max_answers": (_at_least(1), "an integer >= 1"),
     "method.topology_prompt": (_one_of("witness", "query"), "one of ['witness', 'query']"),
     **{f"method.{k}": (_within(0, 1), "a number in [0, 1]")

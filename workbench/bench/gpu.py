@@ -16,7 +16,9 @@ figure does not need trained ones (``SHAPES``: Qwen2.5-3B, Qwen2.5-7B, Llama-3.1
   forward the update adds when vLLM samples, for the rows of a round's second and later
   optimiser steps: ``Trainer.recompute_old_logprobs``, instead of vLLM's per-token log-probs,
   which halve its throughput), peak GPU memory, and TFLOP/s by 6 N T against a measured bf16
-  matmul rate.
+  matmul rate; once per ``update_variants`` (gradient checkpointing mode, sequence packing) on
+  rows of ``update_lengths`` (:func:`bench_update`), and with ``unsloth_standalone`` Unsloth's own
+  step at the shape beside it (:func:`bench_unsloth_standalone`).
 * ``logprobs``: vLLM's log-probs against the trainer's for the same sampled tokens, on a trained
   ``model`` (:func:`bench_logprobs`).
 * ``loop``: ``rollout`` itself (multi-turn, stops, masks, search) at the shape on each engine
@@ -51,6 +53,7 @@ from pathlib import Path
 import torch
 
 from workbench.bench.shapes import HBM_BYTES_PER_S, SHAPES, decode_roofline, param_count, step_tflops
+from workbench.policy import lora
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +100,8 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
               update_tokens: int = 1024, update_steps: int = 3, round_model: str | None = None, db=None,
               preset: str = "tiny", overrides: dict | None = None, bandwidth: float = HBM_BYTES_PER_S,
               seed: int = 0, parts=("generation", "update"), model: str | None = None,
-              retrieval_sizes=(1_000_000, 10_000_000), profile: bool = False) -> dict:
+              retrieval_sizes=(1_000_000, 10_000_000), profile: bool = False, update_variants=("auto",),
+              update_lengths: str = "equal", unsloth_standalone: bool = False) -> dict:
     """Measure the ``parts`` of the module docstring and return them as one JSON-ready dict.
 
     ``model`` (a model directory with its tokenizer, e.g. the warm start) is what ``logprobs``
@@ -118,14 +122,24 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
     if {"logprobs", "loop", "round"} & set(parts) and not (model or round_model):
         raise ValueError("--parts logprobs/loop/round need --model (a model directory with its tokenizer, "
                          "e.g. the warm start) or --round-model")
+    order = lora.import_unsloth_first(device, max(lora_rank if "update" in parts else 0, _round_rank(parts, preset,
+                                                                                                        overrides)))
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(seed)
-    result = {"shape": shape, "params": param_count(spec), "device": _device_name(device), "dtype": str(dtype)[6:]}
+    result = {"shape": shape, "params": param_count(spec), "device": _device_name(device), "dtype": str(dtype)[6:],
+              "unsloth_import": order}
     if "generation" in parts:
         result["generation"] = bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens,
                                                 bandwidth)
     if "update" in parts:
-        result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps)
+        result["update"] = bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, update_steps,
+                                        update_variants, update_lengths)
+        if unsloth_standalone:
+            try:
+                result["update"]["unsloth_standalone"] = bench_unsloth_standalone(
+                    spec, device, lora_rank, update_batch, update_tokens, update_steps)
+            except ImportError as err:  # no Unsloth here: recorded with its own text
+                result["update"]["unsloth_standalone"] = {"skipped": f"{type(err).__name__}: {err}"}
     if "retrieval" in parts:
         result["retrieval"] = bench_retrieval(device, retrieval_sizes, seed=seed)
     if "logprobs" in parts:
@@ -142,6 +156,15 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
             result["round"] = bench_round(folder, db, preset, overrides or {}, device)
     result["goals"] = goals(result)
     return result
+
+
+def _round_rank(parts, preset: str, overrides: dict | None) -> int:
+    """The LoRA rank the ``round`` part trains with (0 when it does not run)."""
+    if "round" not in parts:
+        return 0
+    from workbench.config import preset as get_preset
+
+    return get_preset(preset, **(overrides or {})).method.lora_rank
 
 
 def _check(shape, device, engines, *sizes) -> dict:
@@ -275,70 +298,213 @@ def _generate_vllm(spec, device, dtype, prompts, new_tokens) -> dict:  # pragma:
     return {"startup_s": startup, **rates}
 
 
-def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, steps) -> dict:
+H200_BF16_TFLOPS = 989.0  # the H200's dense bf16 peak (NVIDIA's datasheet, no sparsity): the MFU's denominator
+
+
+def update_rows(vocab: int, batch: int, tokens: int, lengths: str = "equal", seed: int = 0):
+    """(rows, advantages) for the update bench: ``batch`` random rows of ``tokens`` tokens
+    (``lengths`` 'equal', the issue's shape), or of lengths drawn uniformly from tokens/4..tokens
+    ('varied': what a round's rows look like, where padding costs), a quarter of each row
+    prompt (no loss), the rest generated with every fourth block of 8 tokens retrieved (loss 0).
+
+    Example:
+        >>> rows, adv = update_rows(100, 3, 16, "varied")
+        >>> [r.length for r in rows], len(adv[0]) == len(rows[0].response_ids)
+        ([7, 6, 5], True)
+    """
+    from workbench.policy.rollout import Trajectory
+
+    if lengths not in ("equal", "varied"):
+        raise ValueError(f"--update-lengths {lengths!r}: expected 'equal' or 'varied'")
+    gen = torch.Generator().manual_seed(seed)
+    sizes = [tokens] * batch if lengths == "equal" else \
+        torch.randint(max(2, tokens // 4), tokens + 1, (batch,), generator=gen).tolist()
+    rows = []
+    for i, n in enumerate(sizes):
+        ids = torch.randint(0, vocab, (n,), generator=gen).tolist()
+        prompt = max(1, n // 4)
+        mask = [0 if (j // 8) % 4 == 3 else 1 for j in range(n - prompt)]
+        rows.append(Trajectory(i, 0, "", ids[:prompt], ids[prompt:], mask, [0.0] * (n - prompt)))
+    return rows, [torch.randn(len(r.response_ids), generator=gen) for r in rows]
+
+
+def bench_update(spec, device, dtype, lora_rank, update_batch, update_tokens, steps, variants=("auto",),
+                 lengths: str = "equal") -> dict:
     """The trainer's own optimiser step (``update.PolicyStep``, what ``loop.Trainer.update`` runs) on
-    random tokens (module docstring), the batch in one micro-batch: seconds a step (mean over
-    ``steps`` after one warm-up step), the reference forward inside it, peak memory, TFLOP/s."""
+    random tokens (module docstring, :func:`update_rows`), the batch in one micro-batch, once per
+    variant: ``MODE`` or ``MODE+packed`` (``method.gradient_checkpointing``, ``method.pack_sequences``),
+    each on a freshly made policy, 'offload' last (Unsloth's offloading checkpointing patches
+    process-wide). Per variant: seconds a step (mean over ``steps`` after one warm-up step), the
+    reference forward inside it, peak memory, the tokens the forward ran over (padded or packed rows
+    x width) against the real ones, real and loss tokens a second, and MFU = 6 N x real tokens / step
+    seconds / :data:`H200_BF16_TFLOPS` (the reference forward and a checkpointed recompute are not
+    counted: it is the share of the peak that went to useful training FLOPs); a packed variant also
+    reports its log-probs' largest difference from the padded ones on the same batch (no grad).
+    A variant whose policy cannot be made (offload off Unsloth) or whose first step fails (an
+    Unsloth without ``packed_seq_lengths``) is recorded as skipped, with why.
+    The first variant's figures are also the result's own keys (``goals`` reads them)."""
     import dataclasses
 
     from workbench.config import MethodConfig
     from workbench.method.update import PolicyStep
-    from workbench.policy.rollout import Trajectory
+    from workbench.policy.rollout import batch_tensors
     from workbench.policy.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["bench tokens"] * 5, vocab_size=300)  # only the chat template is read
-    policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok)
-    m = dataclasses.replace(MethodConfig(), micro_batch=update_batch, lr=1e-5)
-    update = PolicyStep(policy, reference, m)
-    gen = torch.Generator().manual_seed(0)
-    prompt = update_tokens // 4  # the prompt's tokens carry no loss
-    ids = torch.randint(0, spec["vocab_size"], (update_batch, update_tokens), generator=gen).tolist()
-    rows = [Trajectory(i, 0, "", row[:prompt], row[prompt:], [1] * (update_tokens - prompt),
-                       [0.0] * (update_tokens - prompt)) for i, row in enumerate(ids)]
-    advantages = [torch.randn(update_tokens - prompt, generator=gen) for _ in rows]
-    ref_seconds = []
-    real_reference = update.reference_logprobs
+    rows, advantages = update_rows(spec["vocab_size"], update_batch, update_tokens, lengths)
+    tensors = batch_tensors(rows, 0)
+    real = int(tensors["attention_mask"].sum())
+    loss_tokens = int(tensors["loss_mask"].sum())
+    order = sorted(variants, key=lambda v: v.split("+")[0] == "offload")
+    out, matmul = [], matmul_tflops(device)
+    for variant in order:
+        mode, _, packed = variant.partition("+")
+        if packed not in ("", "packed"):
+            raise ValueError(f"--update-variants {variant!r}: expected MODE or MODE+packed, MODE one of "
+                             "auto, off, standard, offload")
+        try:
+            policy, reference, trainer_kind = _update_policies(spec, device, dtype, lora_rank, tok, mode,
+                                                               micro_batch_tokens=update_batch * update_tokens)
+        except ValueError as err:  # e.g. offload off Unsloth: the other variants still run
+            out.append({"variant": variant, "skipped": str(err)})
+            continue
+        m = dataclasses.replace(MethodConfig(), micro_batch=update_batch, lr=1e-5, pack_sequences=bool(packed))
+        update = PolicyStep(policy, reference, m)
+        ref_seconds = []
+        real_reference = update.reference_logprobs
 
-    def timed_reference(*args):  # the reference forward's share of the step
-        _sync(device)
-        start = time.perf_counter()
-        out = real_reference(*args)
-        _sync(device)
-        ref_seconds.append(time.perf_counter() - start)
-        return out
+        def timed_reference(*args):  # the reference forward's share of the step
+            _sync(device)
+            start = time.perf_counter()
+            out = real_reference(*args)
+            _sync(device)
+            ref_seconds.append(time.perf_counter() - start)
+            return out
 
-    update.reference_logprobs = timed_reference
+        update.reference_logprobs = timed_reference
 
-    def step() -> float:
-        _sync(device)
-        start = time.perf_counter()
-        update(0, rows, advantages)
-        _sync(device)
-        return time.perf_counter() - start
+        def step() -> float:
+            _sync(device)
+            start = time.perf_counter()
+            update(0, rows, advantages)
+            _sync(device)
+            return time.perf_counter() - start
 
-    def old_logprobs() -> float:  # what the update adds when the backend's log-probs are not the trainer's
-        _sync(device)
-        start = time.perf_counter()
-        with torch.no_grad():
-            policy.token_logprobs(torch.tensor(ids, device=device), torch.ones(len(ids), update_tokens, device=device,
-                                                                               dtype=torch.long))
-        _sync(device)
-        return time.perf_counter() - start
+        try:
+            step()  # warm-up (kernel selection, allocator, Unsloth's compilation)
+        except (TypeError, RuntimeError) as err:  # e.g. an Unsloth without packed_seq_lengths: the rest still run
+            out.append({"variant": variant, "skipped": f"{type(err).__name__}: {str(err).splitlines()[0]}"})
+            log.info("update %s", json.dumps(out[-1]))
+            del policy, reference, update
+            _reset_peak(device)
+            continue
+        _reset_peak(device)
+        ref_seconds.clear()
+        seconds = sum(step() for _ in range(steps)) / steps
+        batches, width = update.micro_batches(rows, sorted(range(len(rows)), key=lambda i: rows[i].length))
+        forward_tokens = sum(_forward_tokens([rows[i] for i in idx], width) for idx in batches)
+        row = {"variant": variant, "checkpointing": policy.checkpointing, "packed": bool(packed), "trainer": trainer_kind,
+               "step_s": seconds, "reference_s": sum(ref_seconds) / steps, "peak_gib": _peak_gib(device),
+               "real_tokens": real, "loss_tokens": loss_tokens, "forward_tokens": forward_tokens,
+               "real_tokens_per_s": real / seconds, "loss_tokens_per_s": loss_tokens / seconds,
+               "tflops_6nt": step_tflops(spec, real, seconds),
+               "mfu_6nt": step_tflops(spec, real, seconds) / H200_BF16_TFLOPS if device.startswith("cuda") else None}
+        if packed:
+            row["max_abs_logprob_diff_vs_padded"] = max(_packed_vs_padded(policy, [rows[i] for i in idx], width, device)
+                                                        for idx in batches)
+        if not out:  # what the update adds when the backend's log-probs are not the trainer's
+            row["old_logprobs_s"] = sum(_old_logprobs(policy, tensors, device) for _ in range(steps)) / steps
+        log.info("update %s", json.dumps(row))
+        out.append(row)
+        del policy, reference, update
+        _reset_peak(device)
+    first = next((r for r in out if r["variant"] == variants[0]), {})
+    return {"batch": update_batch, "tokens_per_row": update_tokens, "lengths": lengths, "lora_rank": lora_rank,
+            **{k: first[k] for k in ("trainer", "checkpointing", "packed", "step_s", "reference_s", "old_logprobs_s",
+                                     "peak_gib") if k in first},
+            "tflops_6nt": first.get("tflops_6nt"), "matmul_tflops": matmul, "unsloth_step_s": UNSLOTH_STEP_S,
+            "variants": out}
 
-    step()  # warm-up (kernel selection, allocator)
-    _reset_peak(device)
-    ref_seconds.clear()
-    seconds = sum(step() for _ in range(steps)) / steps
-    old_s = sum(old_logprobs() for _ in range(steps)) / steps
-    tokens = update_batch * update_tokens
-    return {"batch": update_batch, "tokens_per_row": update_tokens, "lora_rank": lora_rank, "trainer": trainer_kind,
-            "step_s": seconds, "reference_s": sum(ref_seconds) / steps, "old_logprobs_s": old_s,
-            "peak_gib": _peak_gib(device),
-            "tflops_6nt": step_tflops(spec, tokens, seconds), "matmul_tflops": matmul_tflops(device),
-            "unsloth_step_s": UNSLOTH_STEP_S}
+
+def bench_unsloth_standalone(spec, device, lora_rank: int, batch: int, tokens: int, steps: int,
+                             modes=("offload", "off")) -> dict:  # pragma: no cover - CUDA + unsloth only
+    """Unsloth's own LoRA step at the shape, the baseline of the goal "within 1.25x of standalone
+    Unsloth" (issue 14 measured 0.36 s at 3B, 8 x 1,024, r 16): a random model of ``spec`` saved and
+    loaded by ``FastLanguageModel`` (bf16), adapters of ``lora_rank`` on every block linear layer,
+    then ``model(input_ids, labels=input_ids).loss`` backward and AdamW on ``batch`` x ``tokens``
+    random tokens; seconds a step (mean of ``steps`` after one warm-up) and peak memory per
+    gradient-checkpointing mode (Unsloth's 'unsloth' = our offload, its default; False = off).
+    Nothing of the trainer: no reference forward, no per-token log-probs. Not run on this CPU."""
+    from unsloth import FastLanguageModel
+
+    use = {"offload": "unsloth", "standard": True, "off": False}
+    out = {"batch": batch, "tokens_per_row": tokens, "lora_rank": lora_rank}
+    ids = torch.randint(0, spec["vocab_size"], (batch, tokens), generator=torch.Generator().manual_seed(0))
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-unsloth-") as folder:
+        random_model(spec, device, torch.bfloat16).save_pretrained(folder)
+        _reset_peak(device)
+        for mode in sorted(modes, key=lambda m: m == "offload"):  # Unsloth's offload patches process-wide: last
+            model, _ = FastLanguageModel.from_pretrained(model_name=folder, max_seq_length=tokens, dtype=None,
+                                                         load_in_4bit=False)
+            model = FastLanguageModel.get_peft_model(model, r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
+                                                     bias="none", target_modules=list(lora.TARGETS),
+                                                     use_gradient_checkpointing=use[mode], random_state=0)
+            opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+            x = ids.to(device)
+
+            def step() -> float:
+                _sync(device)
+                start = time.perf_counter()
+                model(input_ids=x, labels=x).loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                _sync(device)
+                return time.perf_counter() - start
+
+            step()
+            _reset_peak(device)
+            out[mode] = {"step_s": sum(step() for _ in range(steps)) / steps, "peak_gib": _peak_gib(device)}
+            log.info("unsloth standalone %s %s", mode, json.dumps(out[mode]))
+            del model, opt
+            _reset_peak(device)
+    return out
 
 
-def _update_policies(spec, device, dtype, lora_rank, tok):
+def _forward_tokens(rows, width: int | None) -> int:
+    """Tokens a micro-batch's forward runs over: its right-padded rows, or (``width`` given) the
+    packed rows ``policy.packing.pack`` lays them out in."""
+    from workbench.policy.packing import pack
+    from workbench.policy.rollout import batch_tensors
+
+    t = batch_tensors(rows, 0)
+    return t["input_ids"].numel() if width is None else pack(t["input_ids"], t["attention_mask"], 0, width).input_ids.numel()
+
+
+def _packed_vs_padded(policy, rows, width: int, device) -> float:
+    """The largest |packed - padded| log-prob over ``rows``' predicted tokens (no grad), packed as the
+    update packs them (``rows`` in its micro-batch's order, rows of ``width``)."""
+    from workbench.policy.rollout import batch_tensors
+
+    t = batch_tensors(rows, 0)
+    ids, mask = t["input_ids"].to(device), t["attention_mask"].to(device)
+    with torch.no_grad():
+        padded = policy.token_logprobs(ids, mask)
+        packed = policy.token_logprobs(ids, mask, packed=True, pack_width=width)
+    valid = mask[:, 1:].bool()
+    return float((packed[:, 1:] - padded[:, 1:])[valid].abs().max())
+
+
+def _old_logprobs(policy, tensors, device) -> float:
+    """Seconds of the trainer's old-policy log-probs of the batch (no grad, padded)."""
+    _sync(device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        policy.token_logprobs(tensors["input_ids"].to(device), tensors["attention_mask"].to(device))
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def _update_policies(spec, device, dtype, lora_rank, tok, checkpointing: str = "auto", micro_batch_tokens: int = 0):
     """(policy, reference or None, 'unsloth' | 'peft' | 'full') by a run's recipe
     (``train.make_policies``) over a random model built in memory: no weights are written to disk,
     except that Unsloth (where ``Policy.load`` picks it) loads from a directory, so there the random
@@ -353,7 +519,8 @@ def _update_policies(spec, device, dtype, lora_rank, tok):
                 Policy(random_model(spec, device, dtype), tok, device=device).save(folder)
                 return Policy.load(folder, device=device, dtype=dtype, lora_rank=lora_rank)
         return Policy(random_model(spec, device, dtype), tok, device=device)
-    policy, reference = make_policies(load, lora_rank, 2 * lora_rank, 0, dtype)
+    policy, reference = make_policies(load, lora_rank, 2 * lora_rank, 0, dtype, checkpointing=checkpointing,
+                                      micro_batch_tokens=micro_batch_tokens)
     return policy, reference, "full" if not lora_rank else "unsloth" if policy.unsloth else "peft"
 
 

@@ -98,6 +98,13 @@ def _gpu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--update-batch", dest="update_batch", type=int, default=8)
     p.add_argument("--update-tokens", dest="update_tokens", type=int, default=1024)
     p.add_argument("--update-steps", dest="update_steps", type=int, default=3, help="timed steps after one warm-up")
+    p.add_argument("--update-variants", dest="update_variants", nargs="+", default=None,
+                   help="update: one step timing per variant, MODE or MODE+packed (MODE: method.gradient_checkpointing's "
+                        "auto, off, standard, offload; +packed: method.pack_sequences); default: auto")
+    p.add_argument("--unsloth-standalone", dest="unsloth_standalone", action="store_true", default=None,
+                   help="update: also Unsloth's own LoRA step at the shape (the goal's baseline; CUDA with unsloth)")
+    p.add_argument("--update-lengths", dest="update_lengths", choices=["equal", "varied"], default=None,
+                   help="update: every row --update-tokens long (default), or lengths from a quarter of it to all")
     p.add_argument("--parts", nargs="+", default=["generation", "update"],
                    choices=["generation", "update", "logprobs", "loop", "round", "retrieval"],
                    help="what to measure (default: generation update); logprobs, loop and round need --model and --db")

@@ -67,8 +67,9 @@ def round_postfix(metrics: dict, best_val: float) -> dict:
         >>> round_postfix({"round": 2, "solver_reward": 0.25, "val_em": 0.5, "pool_chains": 752}, 0.5)
         {'round': 2, 'reward': '0.25', 'val EM': '0.500', 'best': '0.500', 'pool': 752}
     """
+    val = "-" if metrics["val_em"] is None else f"{metrics['val_em']:.3f}"  # not validated (method.val_every)
     return {"round": metrics["round"], "reward": f"{metrics['solver_reward']:.2f}",
-            "val EM": f"{metrics['val_em']:.3f}", "best": f"{best_val:.3f}", "pool": metrics["pool_chains"]}
+            "val EM": val, "best": f"{best_val:.3f}", "pool": metrics["pool_chains"]}
 
 
 class WarmStartProgress:

@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import logging
 import pickle
 import re
 import shutil
@@ -39,6 +40,7 @@ import torch
 from safetensors import SafetensorError
 
 from workbench import paths, store
+from workbench.limits import default_device
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.method import distributed
 from workbench.method.iterations import save_iteration
@@ -48,6 +50,7 @@ from workbench.method.progress import (WarmStartProgress, round_bar, round_postf
                                        write_progress)
 from workbench.method.run_store import METRIC_KEYS, RunStore, run_metrics
 from workbench.method.tasks import TASK_SOURCES
+from workbench.policy import lora
 from workbench.search.kg_search import tool_settings
 
 RESERVED_RUN_NAMES = frozenset({"batch", "quickstart", "checkpoints"})  # folders under runs/ the workbench owns
@@ -143,6 +146,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         return distributed.follow(dist, load_policies, log=log or (lambda *_: None))
     world = dist.world if dist is not None else 1
     folder, spec, cfg = _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite, world)
+    lora.import_unsloth_first(default_device(), cfg.method.lora_rank)  # before the warm start, retriever, ...
     log = log or (lambda *_: None)
     own = not hasattr(db, "execute")
     con = store.connect(db) if own else db
@@ -331,6 +335,7 @@ def load_policies(cfg: Config, base, found: Path | None, world: int = 1):
     from workbench.policy.model import Policy
 
     m, settings = cfg.method, backend_settings(cfg.rollout)
+    lora.import_unsloth_first(default_device(), m.lora_rank)  # a follower rank's first chance (train's, on rank 0)
     settings["backend"] = distributed.rank_backend(settings["backend"], world)
 
     def load(dtype, role: str):
@@ -340,12 +345,16 @@ def load_policies(cfg: Config, base, found: Path | None, world: int = 1):
             return Policy.load(found / "model" if found else base, dtype=dtype, **settings)
         return Policy.load(base, dtype=dtype, lora_rank=m.lora_rank, **settings)
     dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    return make_policies(load, m.lora_rank, m.lora_alpha, m.seed, dtype, found / "adapter" if found else None)
+    return make_policies(load, m.lora_rank, m.lora_alpha, m.seed, dtype, found / "adapter" if found else None,
+                         m.gradient_checkpointing, m.micro_batch * cfg.rollout.max_total_tokens)
 
 
-def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, adapter: Path | None = None):
+def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, adapter: Path | None = None,
+                  checkpointing: str = "auto", micro_batch_tokens: int = 0):
     """(policy, reference or None) by the run's recipe, each model from ``load(dtype, role)`` (role
     'policy' or 'reference'; a run loads its base, ``bench gpu`` builds a random model in memory).
+    The policy's gradient checkpointing is ``checkpointing`` (``method.gradient_checkpointing``)
+    as ``policy.checkpointing.choose`` resolves it for a micro-batch of ``micro_batch_tokens``.
 
     Full fine-tune (``lora_rank`` = 0): two float32 models (bf16 weights, Policy.load's CUDA
     default, round away most Adam steps and would put a rounding gap between policy and reference;
@@ -365,10 +374,17 @@ def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, ada
         >>> make_policies(load, 2, 4, 0, torch.float32)[1] is None
         True
     """
+    from workbench.policy.checkpointing import choose
+
     if lora_rank == 0:
-        return load(torch.float32, "policy"), load(torch.float32, "reference")
+        policy = load(torch.float32, "policy")
+        policy.checkpoint_activations(choose(checkpointing, policy.device, policy.model.config, micro_batch_tokens))
+        return policy, load(torch.float32, "reference")
     policy = load(dtype, "policy")
-    policy.add_lora(lora_rank, lora_alpha, seed=seed, adapter=adapter)
+    mode = choose(checkpointing, policy.device, policy.model.config, micro_batch_tokens)
+    logging.getLogger(__name__).info("update: gradient checkpointing %s (method.gradient_checkpointing=%s, "
+                                     "%d tokens a micro-batch)", mode, checkpointing, micro_batch_tokens)
+    policy.add_lora(lora_rank, lora_alpha, seed=seed, adapter=adapter, gradient_checkpointing=mode)
     return policy, None
 
 
@@ -387,11 +403,13 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
         for t in range(state["completed"], steps):
             result = trainer.run_round(t)
             lap = Laps("after round")  # logged as each ends; not among the round's stored time_* metrics
-            val = validation_em(trainer, cfg.method.val_questions)
-            lap("validation")
+            val = None  # a round left unvalidated (method.val_every) records val_em null and is no `best`
+            if validates(t, steps, cfg.method.val_every, trainer.iteration_ends):
+                val = validation_em(trainer, cfg.method.val_questions)
+                lap("validation")
             metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
             lap("commit")
-            if metrics["val_em"] > state["best_val"]:
+            if val is not None and val > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
                            tool_settings(cfg.method) if trainer.kg is not None else None,
@@ -406,6 +424,19 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             _write_progress(trainer, folder, state, "running")
             bar.set_postfix(round_postfix(metrics, state["best_val"]), refresh=False)
             bar.update(1)  # one redraw a round: one line in papermill's log
+
+
+def validates(t: int, steps: int, every: int, iteration_ends=()) -> bool:
+    """Whether round ``t`` (0-based) of a ``steps``-round run is validated: every ``every``-th round
+    (``method.val_every``, ours), the last, and the last of each iteration (its best is kept), so the
+    ``best`` checkpoint is the best of those rounds (of every round with the default 1).
+
+    Example:
+        >>> [t for t in range(10) if validates(t, 10, 4)]
+        [3, 7, 9]
+    """
+    done = t + 1
+    return done % every == 0 or done == steps or done in iteration_ends
 
 
 def _end_iteration(trainer: Trainer, folder: Path, k: int) -> None:

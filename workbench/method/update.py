@@ -299,14 +299,31 @@ class PolicyStep:
         self.kl = AdaptiveKL(m.kl_coef, m.kl_target, m.kl_horizon)
         self.ranks = ranks or OneProcess()
 
-    def reference_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def reference_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                           pack_width: int | None = None) -> torch.Tensor:
         """The frozen reference's log-probs (no grad): the separate reference policy, or a LoRA
-        policy's adapter-free base."""
+        policy's adapter-free base; packed into rows of ``pack_width`` when given."""
+        packed = {"packed": pack_width is not None, "pack_width": pack_width}
         with torch.no_grad():
             if self.reference is not None:
-                return self.reference.token_logprobs(input_ids, attention_mask)
+                return self.reference.token_logprobs(input_ids, attention_mask, **packed)
             with self.policy.base_only():
-                return self.policy.token_logprobs(input_ids, attention_mask)
+                return self.policy.token_logprobs(input_ids, attention_mask, **packed)
+
+    def micro_batches(self, rows: list, order: list[int]) -> tuple[list[list[int]], int | None]:
+        """(the row indices of each micro-batch, the packed rows' width or None): ``method.micro_batch``
+        rows at a time in ``order``, or with ``method.pack_sequences`` that many packed rows of the
+        longest row's length, filled first-fit decreasing (``policy.packing``). The token-mean loss
+        weights each micro-batch by its share of the step's loss tokens, so the grouping leaves
+        the gradient as it is."""
+        from workbench.policy import packing
+
+        size = self.m.micro_batch
+        if not self.m.pack_sequences or not order:  # a rank may hold no row of a small step
+            return [order[s:s + size] for s in range(0, len(order), size)], None
+        width = max(rows[i].length for i in order)
+        groups = packing.bins([rows[i].length for i in order], width)
+        return [[order[j] for g in groups[s:s + size] for j in g] for s in range(0, len(groups), size)], width
 
     def __call__(self, t: int, rows: list, advantages: list[torch.Tensor], own_old: bool = False) -> dict:
         """One optimiser step on ``rows`` (``Trajectory``s) with their token ``advantages``; returns the
@@ -325,9 +342,9 @@ class PolicyStep:
         pad = self.policy.tokenizer.pad_token_id
         order = sorted(range(len(rows)), key=lambda i: rows[i].length)  # similar lengths pad less
         order = self.ranks.step_rows(order)  # this rank's rows; total_tokens stays the global batch's
-        for start in range(0, len(order), m.micro_batch):
+        batches, width = self.micro_batches(rows, order)
+        for k, idx in enumerate(batches):
             clock = time.perf_counter()
-            idx = order[start:start + m.micro_batch]
             tensors = batch_tensors([rows[i] for i in idx], pad)
             adv = torch.zeros_like(tensors["old_logprobs"])
             for j, i in enumerate(idx):
@@ -336,8 +353,9 @@ class PolicyStep:
             tensors = {k: v.to(self.policy.device) for k, v in tensors.items()}
             adv = adv.to(self.policy.device)
             new_logp, entropy = self.policy.token_logprobs(tensors["input_ids"], tensors["attention_mask"],
-                                                           entropy_mask=tensors["loss_mask"])
-            ref_logp = self.reference_logprobs(tensors["input_ids"], tensors["attention_mask"])
+                                                           entropy_mask=tensors["loss_mask"],
+                                                           packed=width is not None, pack_width=width)
+            ref_logp = self.reference_logprobs(tensors["input_ids"], tensors["attention_mask"], width)
             mask = tensors["loss_mask"].float()
             adv = adv * probability_scale(new_logp.detach(), m.prob_scale_low, m.prob_scale_high)
             old_logp = new_logp.detach() if own_old else tensors["old_logprobs"]
@@ -350,7 +368,7 @@ class PolicyStep:
             sums["entropy"] += float(entropy) * share
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("round %d update micro-batch %d/%d: %d sequences, %d tokens, %.1f s", t,
-                          start // m.micro_batch + 1, -(-len(order) // m.micro_batch), len(idx),
+                          k + 1, len(batches), len(idx),
                           int(tensors["attention_mask"].sum()), time.perf_counter() - clock)
         self.policy.model.eval()
         # over several ranks: the gradient and sums of one process at the same global batch

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,10 @@ import torch
 # The linear layers of a Qwen2 / Llama block: "all linear layers" in the issue's Unsloth measurement.
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADAPTER = "default"  # PEFT's name for the one adapter
+# Unsloth patches these when it is imported; imported before it, they run unpatched ("may run slower or
+# encounter memory issues", its warning on the H200 in issue 44)
+PATCHED_BY_UNSLOTH = ("transformers", "peft", "trl")
+log = logging.getLogger(__name__)
 
 
 def is_lora(model) -> bool:
@@ -49,26 +55,35 @@ def _devices(model) -> list[int]:
     return [device.index or 0] if device.type == "cuda" else []
 
 
-def add_lora(model, rank: int, alpha: float, seed: int, gradient_checkpointing: bool = False, unsloth: bool = False):
+def add_lora(model, rank: int, alpha: float, seed: int, gradient_checkpointing: str = "off", unsloth: bool = False):
     """``model`` with trainable rank-``rank`` adapters on every block linear layer (the base frozen).
 
     The adapters' initial values come from ``seed`` alone (the caller's RNG is untouched). With
     ``unsloth`` (a model that ``FastLanguageModel`` loaded; CUDA only, not run on this CPU) the
-    adapters are Unsloth's; else PEFT's. ``gradient_checkpointing`` recomputes each block's
-    activations in the backward pass (memory for time; the values are the same).
+    adapters are Unsloth's; else PEFT's. ``gradient_checkpointing`` is a mode of
+    ``policy.checkpointing`` other than 'auto' ('off', 'standard': each block's activations
+    recomputed in the backward pass, the same values; 'offload': Unsloth's only).
 
     Example: see the module docstring.
     """
     if rank < 1:
         raise ValueError(f"method.lora_rank={rank}: add_lora needs a rank >= 1 (0 = full fine-tune)")
+    if gradient_checkpointing not in ("off", "standard", "offload"):
+        raise ValueError(f"add_lora: gradient_checkpointing={gradient_checkpointing!r}: expected 'off', 'standard' "
+                         "or 'offload' (checkpointing.choose resolves 'auto')")
     if unsloth:  # pragma: no cover - CUDA + unsloth only
         from unsloth import FastLanguageModel
 
+        # Unsloth's values: False, True (recompute) or "unsloth" (recompute, block inputs offloaded to the CPU)
+        use = {"off": False, "standard": True, "offload": "unsloth"}[gradient_checkpointing]
         return FastLanguageModel.get_peft_model(
             model, r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none", target_modules=list(TARGETS),
-            use_gradient_checkpointing="unsloth" if gradient_checkpointing else False, random_state=seed)
+            use_gradient_checkpointing=use, random_state=seed)
+    if gradient_checkpointing == "offload":
+        raise ValueError("method.gradient_checkpointing=offload is Unsloth's (a CUDA device with unsloth installed "
+                         "and method.lora_rank > 0); use standard or auto")
     peft = _peft()
-    if gradient_checkpointing:
+    if gradient_checkpointing == "standard":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     targets = [t for t in TARGETS if t in present] or "all-linear"  # another architecture: PEFT's rule
@@ -158,3 +173,40 @@ def save_merged(model, directory: str | Path) -> Path:
 def unsloth_available(device) -> bool:
     """Whether Unsloth can be used: a CUDA device and the package installed (the gpu extra)."""
     return str(device).startswith("cuda") and importlib.util.find_spec("unsloth") is not None
+
+
+def unsloth_wanted(device, lora_rank: int) -> bool:
+    """Whether a policy on ``device`` training LoRA of ``lora_rank`` loads through Unsloth
+    (``Policy.load``'s rule): rank > 0, a CUDA device and the package installed.
+
+    Example:
+        >>> unsloth_wanted("cpu", 16), unsloth_wanted("cuda", 0)
+        (False, False)
+    """
+    return lora_rank > 0 and unsloth_available(device)
+
+
+IMPORT_ORDER: dict = {}  # what the first import_unsloth_first call of this process found (bench gpu reports it)
+
+
+def import_unsloth_first(device, lora_rank: int) -> dict:
+    """Import Unsloth now when this process will load its policy through it (:func:`unsloth_wanted`),
+    so that it comes before Transformers, PEFT and TRL; the entry points (``train``, ``bench gpu``)
+    call this before anything imports those. Returns (and keeps in :data:`IMPORT_ORDER`, first call
+    only) ``{"unsloth": wanted, "imported_before": [the patched libraries already imported]}``; a
+    non-empty list with Unsloth wanted is logged as a warning (an entry point imported them first).
+
+    Example:
+        >>> import_unsloth_first("cpu", 16)["unsloth"]
+        False
+    """
+    before = [name for name in PATCHED_BY_UNSLOTH if name in sys.modules]
+    wanted = unsloth_wanted(device, lora_rank)
+    if wanted and "unsloth" not in sys.modules:  # pragma: no cover - CUDA + unsloth only
+        if before:
+            log.warning("Unsloth is imported after %s: that code path imported them first", ", ".join(before))
+        import unsloth  # noqa: F401  (its import patches Transformers, PEFT and TRL)
+    found = {"unsloth": wanted, "imported_before": before}
+    if not IMPORT_ORDER:
+        IMPORT_ORDER.update(found)
+    return found

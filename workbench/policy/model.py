@@ -140,6 +140,7 @@ class Policy:
             raise ValueError("the tokenizer has no chat template; the solver prompt needs one")
         self.backend = backend or HFBackend(self.model, tokenizer)
         self.unsloth = False  # loaded through Unsloth's FastLanguageModel (its LoRA path then)
+        self.checkpointing = "off"  # the update's gradient checkpointing (policy.checkpointing's modes)
 
     @classmethod
     def load(cls, path_or_hub_id: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
@@ -168,7 +169,7 @@ class Policy:
         device = device or default_device()
         # Unsloth only for a policy that will train LoRA: its loader casts to bf16 and patches the
         # model for its kernels, which a float32 full fine-tune (the tiny tier) must not get.
-        unsloth = lora.unsloth_available(device) and backend_options.get("lora_rank", 0) > 0
+        unsloth = lora.unsloth_wanted(device, backend_options.get("lora_rank", 0))
         try:
             if unsloth:  # pragma: no cover - CUDA + unsloth only
                 from unsloth import FastLanguageModel
@@ -198,10 +199,11 @@ class Policy:
         return lora.is_lora(self.model)
 
     def add_lora(self, rank: int, alpha: float, seed: int, adapter: str | Path | None = None,
-                 gradient_checkpointing: bool | None = None) -> "Policy":
+                 gradient_checkpointing: str = "off") -> "Policy":
         """Wrap the model with trainable LoRA adapters (``lora.add_lora``; Unsloth's when the model
         was loaded through it), set to the saved ``adapter`` directory when given (a resumed run).
-        Gradient checkpointing defaults to on for CUDA (memory) and off on the CPU. Returns self.
+        ``gradient_checkpointing``: 'off', 'standard' or 'offload' (``policy.checkpointing``; a run
+        chooses it by ``method.gradient_checkpointing``). Returns self.
 
         Example:
             >>> from workbench.config import preset
@@ -211,13 +213,33 @@ class Policy:
             >>> p.is_lora, sum(x.numel() for x in p.model.parameters() if x.requires_grad) > 0
             (True, True)
         """
-        if gradient_checkpointing is None:
-            gradient_checkpointing = self.device.type == "cuda"
         self.model = lora.add_lora(self.model, rank, alpha, seed, gradient_checkpointing, unsloth=self.unsloth)
+        self.checkpointing = gradient_checkpointing
         if adapter is not None:
             lora.load_adapter(self.model, adapter)
         self.model.eval()
         self.sync()  # the backend serves the wrapped model (HF) or its weights (vLLM)
+        return self
+
+    def checkpoint_activations(self, mode: str) -> "Policy":
+        """Set a full fine-tune's gradient checkpointing: 'off' or 'standard' (Transformers'
+        non-reentrant recompute of each block; 'offload' is Unsloth's, for LoRA). Returns self.
+
+        Example:
+            >>> from workbench.config import preset
+            >>> from workbench.policy.tokenizer import train_tokenizer
+            >>> tok = train_tokenizer(["some text"] * 5, vocab_size=300)
+            >>> Policy(tiny_model(preset("smoke").backbone, tok, 0), tok).checkpoint_activations("standard").model.is_gradient_checkpointing
+            True
+        """
+        if mode not in ("off", "standard"):
+            raise ValueError(f"method.gradient_checkpointing={mode!r}: a full fine-tune (method.lora_rank = 0) takes "
+                             "off, standard or auto (offload is Unsloth's, for LoRA)")
+        if mode == "standard":
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        elif self.model.is_gradient_checkpointing:
+            self.model.gradient_checkpointing_disable()
+        self.checkpointing = mode
         return self
 
     def base_only(self):
@@ -293,13 +315,18 @@ class Policy:
                                      top_p=top_p, stop=tuple(stop), seed=seed, choices=choices)
 
     def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       entropy_mask: torch.Tensor | None = None):
+                       entropy_mask: torch.Tensor | None = None, packed: bool = False,
+                       pack_width: int | None = None):
         """Per-token log-probs ``out[b, t] = log p(input_ids[b, t] | input_ids[b, :t])`` (raw logits).
 
         Padding may be on either side; positions follow the attention mask. ``out[:, 0]`` and
         padded positions are 0. Differentiable (the update step calls it under autograd). With
         ``entropy_mask`` (aligned with ``input_ids``) it returns ``(out, entropy)``: the policy's
         mean entropy over the masked positions' predictions, from the same forward pass (no grad).
+        ``packed`` (``method.pack_sequences``): the forward runs on the rows packed without their
+        padding (``policy.packing.pack``, into rows of ``pack_width`` tokens, default the padded
+        width); the same values up to float rounding, and ``out`` is 0 at each row's first token
+        whichever side it is padded on.
 
         Example:
             >>> from workbench.config import preset
@@ -312,6 +339,8 @@ class Policy:
         """
         input_ids = input_ids.to(self.device)
         attention_mask = attention_mask.to(self.device)
+        if packed:
+            return self._packed_logprobs(input_ids, attention_mask, entropy_mask, pack_width)
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         hidden, head = self._hidden_and_head(input_ids, attention_mask, position_ids)
         picked, entropy = gather_logprobs(hidden, head, input_ids[:, 1:], with_entropy=entropy_mask is not None)
@@ -321,6 +350,43 @@ class Policy:
             return out
         mask = entropy_mask[:, 1:].to(self.device, entropy.dtype)
         return out, (entropy.detach() * mask).sum() / mask.sum().clamp(min=1.0)  # a patched model (Unsloth) may attach a graph
+
+    def _packed_logprobs(self, input_ids, attention_mask, entropy_mask, width):
+        """``token_logprobs`` through one forward over the packed rows: each prediction (b, t) is
+        made from the packed position of (b, t - 1) and scattered back to [B, T]."""
+        from workbench.policy import packing
+
+        packed = packing.pack(input_ids, attention_mask, self.tokenizer.pad_token_id, width)
+        if self.unsloth:  # pragma: no cover - CUDA + unsloth only
+            hidden, head = self._unsloth_packed_hidden(packed)
+        else:
+            hidden, head = self._hidden_and_head(packed.input_ids, None, packed.position_ids)
+        source = packed.source
+        rows, cols = torch.nonzero((source[:, 1:] >= 0) & (source[:, :-1] >= 0), as_tuple=True)  # predicts t = cols+1
+        flat = hidden.reshape(-1, hidden.shape[-1])[source[rows, cols]]
+        flat = torch.cat([flat, flat[:1]])[None]  # gather_logprobs predicts from all but the last position
+        picked, entropy = gather_logprobs(flat, head, input_ids[rows, cols + 1][None],
+                                          with_entropy=entropy_mask is not None)
+        batch, width = input_ids.shape
+        out = picked.new_zeros(batch, width).index_put((rows, cols + 1), picked[0])
+        if entropy_mask is None:
+            return out
+        mask = entropy_mask[:, 1:].to(self.device, entropy.dtype)[rows, cols]
+        return out, (entropy[0].detach() * mask).sum() / mask.sum().clamp(min=1.0)
+
+    def _unsloth_packed_hidden(self, packed):  # pragma: no cover - CUDA + unsloth only
+        """The packed rows' last hidden states under Unsloth, whose attention takes packed sequences
+        from a ``packed_seq_lengths`` argument over one flattened row (restarting positions alone
+        leave its attention causal over the whole row; its PyTorch-attention fallback builds one
+        mask over the row): one packed row per forward, each segment starting at position 0.
+        Not run on this CPU; ``bench gpu``'s packed variants compare it with the padded forward."""
+        from workbench.policy.packing import segment_lengths
+
+        decoder, rows = self.model.get_decoder(), []
+        for ids, positions in zip(packed.input_ids, packed.position_ids):
+            rows.append(decoder(input_ids=ids[None], position_ids=positions[None], use_cache=False,
+                                packed_seq_lengths=segment_lengths(positions)).last_hidden_state)
+        return torch.cat(rows), self.model.get_output_embeddings()
 
     def _hidden_and_head(self, input_ids, attention_mask, position_ids):
         """(the last hidden states [B, T, H], the output layer) so the logits can be made in chunks;
