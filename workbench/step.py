@@ -50,13 +50,13 @@ from workbench.kg.pool import Chain
 from workbench.method.gate import Verdict
 from workbench.method.loop import Trainer
 from workbench.method.memory import ChainView
-from workbench.method.methods import method_spec, uses_graph_tools, uses_kg_tool, warmstart_demos
+from workbench.method.methods import method_spec, uses_graph_tools, uses_kg_tool
 from workbench.method.proposer import chain_view
 from workbench.method.round import Candidate, Rollout, Slot, gold_entities
-from workbench.method.score import answer_candidates, extraction_item, score_trajectory
-from workbench.method.train import ensure_world, load_policies
+from workbench.method.score import answer_candidates, score_trajectory
+from workbench.method.train import base_model, ensure_world, load_policies
 from workbench.policy.rollout import Trajectory, rollout
-from workbench.scoring import exact_match, f1_score
+from workbench.scoring import f1_score
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class World:
                 ensure_world(writing, self.cfg)
         with self.reading() as con:
             ensure_world(con, self.cfg)  # the world is there: checks G_0's filters, writes nothing
-            base = model or _base(con, self.cfg, spec)
+            base = model or base_model(con, self.cfg, spec, log.info)
             policy, reference = load_policies(self.cfg, base, None)
             search = _retriever(con, self.cfg)
             self.trainer = Trainer(con, self.cfg, spec, STEP_RUN, policy, reference, search)
@@ -252,17 +252,6 @@ def _world_built(db: str) -> bool:
             return False
         return (con.execute("SELECT count(*) FROM entities").fetchone()[0] > 0
                 and con.execute("SELECT count(*) FROM chains WHERE run IS NULL").fetchone()[0] > 0)
-
-
-def _base(con, cfg: Config, spec) -> str:
-    """The preset's base as ``train`` picks it: ``backbone.model``, or for the tiny backbone its warm
-    start (the shipped copy at preset tiny; trained and cached on first use at other presets)."""
-    if cfg.backbone.model != "tiny":
-        return paths.local_model(cfg.backbone.model)
-    from workbench.policy.warmstart import warmstart
-
-    return str(warmstart(con, preset=cfg, seed=cfg.backbone.seed, log=log.info,
-                         extra_demos=warmstart_demos(spec, cfg)))
 
 
 def _retriever(con, cfg: Config):
@@ -470,9 +459,8 @@ def score(attempt: Attempt, round: int | None = None, world: World | None = None
     slot, traj = attempt.slot, attempt.trajectory
     graph = w.evidence_graph(w._t(round))
     on_chain = gold_entities(slot)
-    path = None
-    if tr.extractor is not None and exact_match(traj.answer or "", slot.answers):  # as Trainer._llm_paths
-        (path,) = tr.extractor.extract_many([extraction_item(slot.question, traj, on_chain, tr.titles)])
+    roll = Rollout(traj, None)
+    path = tr._llm_paths([dataclasses.replace(slot, rollouts=[roll])]).get(id(roll))  # Eq. 8 by the LLM, if set
     s = score_trajectory(traj, slot.answers, answer_candidates(traj, on_chain, tr.titles), graph, tr.solver_reward,
                          m.beta_path, slot, path, m, answer_sets=tr.graph is not None)
     steps = graph.path_support(s.path).steps if len(s.path) >= 2 else ()

@@ -138,7 +138,6 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
     Example:
         >>> # metrics = train("data/smoke.duckdb", run="smoke-coevokg", preset="smoke", steps=2)
     """
-    from workbench.policy.warmstart import warmstart
     from workbench.search.retriever import make_retriever
 
     dist = distributed.from_env()  # None in one process: the code below, unchanged
@@ -161,9 +160,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         ensure_world(con, cfg, reads_pool=source.reads_pool)
         _claim_folder(folder, store.file_of(con), runs, resume, overwrite)
         source.prepare(con)  # what the store must hold before any draw (EoG's held-out queries)
-        base = model or (paths.local_model(cfg.backbone.model) if cfg.backbone.model != "tiny" else warmstart(
-            con, preset=cfg, seed=cfg.backbone.seed, log=WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress),
-            kg_tool=kg_warmstart(spec, cfg), extra_demos=warmstart_demos(spec, cfg)))
+        base = model or base_model(con, cfg, spec, WarmStartProgress(cfg.backbone.sft_steps, log, enabled=progress))
         if resume and found is None:
             log(f"run {run!r} has no checkpoint yet; starting it")
         state = distributed.with_world({**state, "world_fingerprint": store.world_fingerprint(con)}, world)
@@ -503,6 +500,18 @@ def _recover_best(folder: Path) -> None:
     for tmp in folder.glob(".best-*"):
         if tmp != old and tmp.is_dir():
             shutil.rmtree(tmp)
+
+
+def base_model(con, cfg: Config, spec, log=None):
+    """The base a run of ``spec`` starts from: ``backbone.model``, or for the tiny backbone its warm
+    start (the shipped copy at preset tiny; trained and cached on first use elsewhere), with the
+    method's KG-tool option and extra demonstrations. ``log`` gets the warm start's progress."""
+    from workbench.policy.warmstart import warmstart
+
+    if cfg.backbone.model != "tiny":
+        return paths.local_model(cfg.backbone.model)
+    return warmstart(con, preset=cfg, seed=cfg.backbone.seed, log=log, kg_tool=kg_warmstart(spec, cfg),
+                     extra_demos=warmstart_demos(spec, cfg))
 
 
 def kg_warmstart(spec, cfg: Config) -> dict | None:
