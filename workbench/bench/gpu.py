@@ -859,8 +859,10 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
         raise ValueError("--round-model needs --db (a store with a world and its chain pool)")
     _reset_peak(device)
     con = store.connect(db)
-    modes = _ModeLog()
-    logging.getLogger("workbench.method.train").addHandler(modes)
+    modes, logger = _ModeLog(), logging.getLogger("workbench.method.train")
+    level = logger.level
+    logger.addHandler(modes)
+    logger.setLevel(logging.INFO)  # the line is at INFO: a quieter logger would never hand it over
     try:
         (row,) = train(con, run="bench-gpu-round", method="coevokg", preset=preset, steps=1, model=model,
                        overrides=overrides, progress=False, log=None, overwrite=True)
@@ -871,7 +873,8 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
         prompts = [p for (p,) in con.execute("SELECT prompt FROM trajectories WHERE run = 'bench-gpu-round' "
                                                "AND role = 'solver'").fetchall()]
     finally:
-        logging.getLogger("workbench.method.train").removeHandler(modes)
+        logger.removeHandler(modes)
+        logger.setLevel(level)
         con.close()
     tok = AutoTokenizer.from_pretrained(str(model))
     prompt = sum(len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts) / max(1, len(prompts))
