@@ -234,7 +234,7 @@ def _bench_round(**round_fields):
                                         "method.lora_rank": 16, "rollout.backend": "vllm", "rollout.max_new_tokens": 500,
                                         "rollout.max_total_tokens": 4096, "method.micro_batch": 8,
                                         "rollout.vllm_memory": 0.35, "method.minibatches": 1},
-        "stages_s": {"proposer_gate": 5.0, "rollouts": 200.0, "rewards": 3.0, "update": 400.0, "sync": 1.0,
+        "stages_s": {"proposer_gate": 15.0, "rollouts": 200.0, "rewards": 3.0, "update": 400.0, "sync": 1.0,
                      "write_back": 2.0},
         "rollouts_split_s": {"generate": 180.0, "retrieve": 16.0}, "checkpointing": "standard", "searches": 900,
         "trajectory_tokens_mean": 3000, "generated_tokens_mean": 1200, "peak_gib": 62.0}}
@@ -252,12 +252,14 @@ def test_calibration_fitted_from_a_bench_json_reproduces_its_figures(tmp_path, c
     for figure in ("update (s)", "solver generation (s)", "solver retrieval (s)", "other stages (s)"):
         assert abs(before[figure] / round_.figures[figure] - 1) > 0.15
     a, fits = pc.fit([round_])
-    assert {f.constant for f in fits} == {"mfu", "decode_efficiency", "search_s", "other_stages_s"}
+    assert [f.constant for f in fits] == ["mfu", "decode_efficiency", "search_s", "other_stages_s",
+                                          "proposer_overhead_s"]
     assert all(f.sources == ("b.json: round (standard) " + s,) for f, s in zip(fits, (
-        "update stage", "solver generation", "solver retrieval", "stages not modelled (rewards, write-back, sync)")))
+        "update stage", "solver generation", "solver retrieval", "stages not modelled (rewards, write-back, sync)",
+        "proposer stage beyond its generation")))
     after = pc.estimate(round_, a)
     for figure in ("update (s)", "solver generation (s)", "solver retrieval (s)", "other stages (s)", "rollouts (s)",
-                   "round (s)", "round peak (GiB)"):
+                   "proposer_gate (s)", "round (s)", "round peak (GiB)"):
         assert after[figure] == pytest.approx(round_.figures[figure], rel=0.15), figure
     assert a.search_s == pytest.approx(16.0 / 8) and a.other_stages_s == pytest.approx(6.0)
     # an update step without checkpointing fits the activations' share from its peak
@@ -280,8 +282,17 @@ def test_calibration_fitted_from_a_bench_json_reproduces_its_figures(tmp_path, c
     p = json.loads(capsys.readouterr().out)
     assert p["assumptions"]["mfu"] == pytest.approx(a.mfu) and p["assumptions"]["search_s"] == pytest.approx(2.0)
     assert p["seconds_per_round"]["update"] == pytest.approx(plain["seconds_per_round"]["update"] * 0.24 / a.mfu)
-    assert all(abs(r["difference"]) < 0.15 for r in p["calibration"]["measured_vs_plan"]
-               if r["figure"] != "proposer_gate (s)")
+    assert all(abs(r["difference"]) < 0.15 for r in p["calibration"]["measured_vs_plan"])
+    # --check: another measurement compared, not fitted (here one whose update took twice as long)
+    slower = tmp_path / "slower.json"
+    slower.write_text(json.dumps(_bench_round(stages_s={**bench["round"]["stages_s"], "update": 800.0})))
+    main(args + ["--json", "--calibrate", str(path), "--check", str(slower)])
+    p = json.loads(capsys.readouterr().out)
+    assert p["assumptions"]["mfu"] == pytest.approx(a.mfu)
+    (held,) = [r for r in p["calibration"]["measured_vs_plan"] if r.get("held_out") and r["figure"] == "update (s)"]
+    assert held["difference"] == pytest.approx(-0.5)
+    assert main(args + ["--check", str(slower)]) == 2
+    assert "--check: compares measurements with a calibrated plan; give --calibrate" in capsys.readouterr().err
     main(args + ["--calibrate", str(path), "--mfu", "0.5"])  # a flag still overrides a fitted constant
     out = capsys.readouterr().out
     assert f"mfu = {a.mfu:.4g}  from {path}: round (standard) update stage" in out and "mfu=0.5," in out
@@ -295,7 +306,8 @@ def test_the_shipped_3b_calibration_reproduces_its_measurements():
     files = sorted(Path(__file__).parents[1].glob("data/reference/bench_h200_*.json"))
     measured = [m for f in files for m in pc.read(f)]
     a, fits = pc.fit(measured)
-    assert {f.constant for f in fits} == {"mfu", "decode_efficiency", "other_stages_s", "activation_share"}
+    assert {f.constant for f in fits} == {"mfu", "decode_efficiency", "other_stages_s", "proposer_overhead_s",
+                                          "activation_share"}
     rows = {(Path(r["file"]).name, r["what"], r["figure"]): r["difference"] for r in pc.compare(measured, a)}
     assert abs(rows["bench_h200_round3b_session19.json", "round (offload)", "round (s)"]) < 0.15
     assert abs(rows["bench_h200_update3b_session23.json", "update auto (chose off) (off)", "update step peak (GiB)"]) < 0.01

@@ -353,9 +353,10 @@ class Assumptions:
     ``gpu_memory_gib``: one GPU's memory (an H200's 139.8 GiB as torch reports it; ``workbench
     plan`` reads the GPU's own where one is visible); ``activation_share``: the share of
     ``policy.checkpointing.activation_bytes`` autograd keeps (:func:`activation_memory`);
-    ``other_stages_s``: seconds a round of the stages not modelled (rewards, write-back, weight sync).
+    ``other_stages_s``: seconds a round of the stages not modelled (rewards, write-back, weight sync);
+    ``proposer_overhead_s``: the proposer stage's seconds beyond its generation (the gate, the prompts).
     ``workbench plan --calibrate`` fits ``mfu``, ``decode_efficiency``, ``search_s``,
-    ``activation_share`` and ``other_stages_s`` from ``workbench bench gpu``'s JSON
+    ``activation_share``, ``other_stages_s`` and ``proposer_overhead_s`` from ``workbench bench gpu``'s JSON
     (``workbench.plan_calibration``).
     """
 
@@ -372,6 +373,7 @@ class Assumptions:
     gpu_memory_gib: float = 139.8
     activation_share: float = 1.0  # ours until calibrated: the estimate as policy.checkpointing makes it
     other_stages_s: float = 0.0  # ours until calibrated: not modelled
+    proposer_overhead_s: float = 0.0  # ours until calibrated: the proposer stage beyond its generation (the gate)
 
 
 def visible_gpu_memory_gib() -> float | None:
@@ -410,6 +412,7 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
     throughput = a.peak_tflops * 1e12 * a.mfu
     out = {
         "proposer generation": generate(m.chains_per_round * m.candidates_per_chain, m.proposer_max_new_tokens),
+        "proposer gate and prompts": a.proposer_overhead_s,
         "llm verifier and extractor": (generate(m.chains_per_round, m.verifier_max_new_tokens) if m.verifier == "llm"
                                        else 0) + (generate(trajectories, m.extractor_max_new_tokens)
                                                   if m.path_extractor == "llm" else 0),

@@ -15,6 +15,8 @@ determines, as the ratio of the plan's own estimate at the constant's value 1 to
 * ``search_s``: each round's retrieval seconds a turn (only where the round searched);
 * ``other_stages_s``: each round's stages the plan does not model (all but ``proposer_gate``,
   ``rollouts`` and ``update``: rewards, write-back, sync);
+* ``proposer_overhead_s``: each round's ``proposer_gate`` seconds beyond the plan's estimate of its
+  generation (at the fitted decode efficiency): the gate's checks, the prompts;
 * ``activation_share``: from each update step run without checkpointing (``off``), its peak less
   the weights, the optimiser state and the log-prob logits, over the activations
   ``policy.checkpointing.activation_bytes`` estimates.
@@ -236,7 +238,7 @@ def estimate(m: Measurement, a: Assumptions) -> dict:
         out = {"update step (s)": _update_step(m, a), "update step peak (GiB)": _update_peak(m, a) / GIB}
         return {k: v for k, v in out.items() if k in m.figures}
     t = time_per_round(m.cfg, m.shape, 1, a)
-    out = {"proposer_gate (s)": t["proposer generation"] + t["llm verifier and extractor"],
+    out = {"proposer_gate (s)": t["proposer generation"] + t["llm verifier and extractor"] + t["proposer gate and prompts"],
            "rollouts (s)": t["solver rollouts"], "solver generation (s)": _solver_generation(m, a),
            "solver retrieval (s)": m.cfg.rollout.max_turns * a.search_s,
            "update (s)": t["old and reference log-probs"] + t["update"],
@@ -277,12 +279,16 @@ def fit(measurements: list[Measurement], a: Assumptions = Assumptions()) -> tupl
         at = _at(m, unit)
         t = time_per_round(m.cfg, m.shape, 1, at)
         add("mfu", (t["old and reference log-probs"] + t["update"]) / m.figures["update (s)"], m, "update stage")
+        efficiency = a.decode_efficiency
         if "solver generation (s)" in m.figures:
-            add("decode_efficiency", _solver_generation(m, at) / m.figures["solver generation (s)"], m,
-                "solver generation")
+            efficiency = _solver_generation(m, at) / m.figures["solver generation (s)"]
+            add("decode_efficiency", efficiency, m, "solver generation")
             if m.figures["solver retrieval (s)"] > 0 and "search_s" not in m.fixed:
                 add("search_s", m.figures["solver retrieval (s)"] / m.cfg.rollout.max_turns, m, "solver retrieval")
         add("other_stages_s", m.figures["other stages (s)"], m, "stages not modelled (rewards, write-back, sync)")
+        generation = (t["proposer generation"] + t["llm verifier and extractor"]) / efficiency
+        add("proposer_overhead_s", max(0.0, m.figures["proposer_gate (s)"] - generation), m,
+            "proposer stage beyond its generation")
     for m in updates:
         if not rounds:
             add("mfu", _update_step(m, _at(m, unit)) / m.figures["update step (s)"], m, "step")
@@ -318,6 +324,6 @@ def format_calibration(fits: list[Fit], rows: list[dict], note: str = "") -> str
     lines.append("  measured vs the calibrated plan:")
     for r in rows:
         diff = "" if r["difference"] is None else f"{100 * r['difference']:+.0f}%"
-        lines.append(f"    {Path(r['file']).name}: {r['what']}: {r['figure']} measured {r['measured']:.3g}, "
-                     f"plan {r['plan']:.3g} ({diff})")
+        lines.append(f"    {Path(r['file']).name}{' (--check, not fitted)' if r.get('held_out') else ''}: "
+                     f"{r['what']}: {r['figure']} measured {r['measured']:.3g}, plan {r['plan']:.3g} ({diff})")
     return "\n".join(lines)

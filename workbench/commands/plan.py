@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "update round` wrote (repeatable; e.g. data/reference/bench_h200_*.json): prints each "
                         "constant with the measurement it came from and each measured figure beside the "
                         "calibrated plan's; --mfu and the other flags still override")
+    p.add_argument("--check", action="append", default=None, metavar="BENCH.json",
+                   help="with --calibrate: more `bench gpu` JSON whose figures are printed beside the calibrated "
+                        "plan's but not fitted (a held-out check, e.g. another shape's round)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_set(p)
     add_db(p, preset_default="paper")
@@ -60,6 +63,8 @@ def _plan(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')} {value}: expected "
                              + ("a share in (0, 1]" if name in ("mfu", "decode_efficiency") else "a number > 0"))
     assumptions, calibration = Assumptions(), None
+    if args.check and not args.calibrate:
+        raise ValueError("--check: compares measurements with a calibrated plan; give --calibrate BENCH.json too")
     if args.calibrate:
         from workbench import plan_calibration as pc
 
@@ -67,6 +72,8 @@ def _plan(args: argparse.Namespace) -> int:
         used, note = pc.at_shape(measured, model_shape(args.model or cfg.backbone.model))
         assumptions, fits = pc.fit(used, assumptions)
         rows = pc.compare(measured, assumptions)
+        checked = [m for path in args.check or () for m in pc.read(path)]
+        rows += [{**r, "held_out": True} for r in pc.compare(checked, assumptions)]
         calibration = {"fits": [dataclasses.asdict(f) for f in fits], "measured_vs_plan": rows,
                        "text": pc.format_calibration(fits, rows, note)}
     assumptions = dataclasses.replace(assumptions, **{k: v for k, v in given.items() if v is not None})
