@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "checkpointing is the run's method.gradient_checkpointing (auto: as the update "
                                    "decides it on a GPU of --gpu-memory-gib), in memory and time. The time's "
                                    "constants are assumptions unless --calibrate fits them from `workbench bench "
-                                   "gpu`'s JSON (docs/gpu.md, 'Check before anything long').")
+                                   "gpu`'s JSON (docs/gpu.md, 'The plan, calibrated').")
     p.add_argument("--preset", default="paper", help="paper | paper-7b | paper-8b (default paper); the tiny tiers need no plan")
     p.add_argument("--model", default=None, help="model folder or hub id (default: the preset's backbone.model)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs to estimate for (data-parallel split; default 1)")
