@@ -27,8 +27,9 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
   batch's KV cache overflows what vLLM's share holds (:func:`kv_cache`, :func:`rows_at_once`).
 
 These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
-``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
-LOG.md records the measured numbers beside them (one H200, the paper preset at 4 slots: 64.9 GiB
+``config.json``) and the constants of :class:`Assumptions`, which ``workbench plan --calibrate``
+fits from ``workbench bench gpu``'s measurements (:mod:`workbench.plan_calibration`), not
+measurements: the README's "Reproduce Table 1" section labels them so, and LOG.md records the measured numbers beside them (one H200, the paper preset at 4 slots: 64.9 GiB
 peak at 3B, 94.2 GiB at 7B, against 54.9 and 65.9 estimated here; the gap was the LoRA merge for
 the vLLM sync and the ``best`` model, which held every delta and every merged weight at once, 15.7
 GiB at 3B and 36.7 GiB at 7B; it is streamed now, 0.2 / 0.6 GiB, and a 3B round at paper shape

@@ -166,8 +166,8 @@ def _round(doc: dict, file: str, shape: Shape) -> Measurement:
     figures["round (s)"] = sum(timed.values())
     if split.get("generate") is not None:
         figures["solver generation (s)"] = _get(split, "generate", file, "round.rollouts_split_s.")
-        figures["solver retrieval (s)"] = _get(split, "retrieve", file, "round.rollouts_split_s.", check=lambda v: v >= 0,
-                                               expected="a number >= 0")
+        figures["solver retrieval (s)"] = _get(split, "retrieve", file, "round.rollouts_split_s.",
+                                               check=lambda v: v >= 0, expected="a number >= 0")
     if r.get("peak_gib") is not None:
         figures["round peak (GiB)"] = _get(r, "peak_gib", file, "round.")
     fixed = {"mean_tokens": int(round(tokens)), "generated_share": generated / tokens} | _gpu(doc, file)
@@ -238,7 +238,8 @@ def estimate(m: Measurement, a: Assumptions) -> dict:
         out = {"update step (s)": _update_step(m, a), "update step peak (GiB)": _update_peak(m, a) / GIB}
         return {k: v for k, v in out.items() if k in m.figures}
     t = time_per_round(m.cfg, m.shape, 1, a)
-    out = {"proposer_gate (s)": t["proposer generation"] + t["llm verifier and extractor"] + t["proposer gate and prompts"],
+    proposer = t["proposer generation"] + t["llm verifier and extractor"] + t["proposer gate and prompts"]
+    out = {"proposer_gate (s)": proposer,
            "rollouts (s)": t["solver rollouts"], "solver generation (s)": _solver_generation(m, a),
            "solver retrieval (s)": m.cfg.rollout.max_turns * a.search_s,
            "update (s)": t["old and reference log-probs"] + t["update"],
