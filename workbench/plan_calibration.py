@@ -87,10 +87,12 @@ def _bad(file: str, field: str, expected: str) -> ValueError:
                       "rerun it with this workbench or correct the file)")
 
 
-def _get(d: dict, key: str, file: str, where: str, kind=(int, float), check=lambda v: v > 0, expected="a number > 0"):
+def _get(d: dict, key: str, file: str, where: str, kind=(int, float), check=lambda v: v > 0, expected=None):
+    """``d[key]`` when it is of ``kind`` and passes ``check``, else the one-line error naming file and field."""
     value = d.get(key) if isinstance(d, dict) else None
     if isinstance(value, bool) or not isinstance(value, kind) or not check(value):
-        raise _bad(file, f"{where}{key}" + ("" if key in d else " (missing)"), expected)
+        missing = "" if isinstance(d, dict) and key in d else " (missing)"
+        raise _bad(file, f"{where}{key}{missing}", expected or ("an integer > 0" if kind is int else "a number > 0"))
     return value
 
 
@@ -119,6 +121,8 @@ def _updates(doc: dict, file: str, shape: Shape) -> list[Measurement]:
     out = []
     for i, row in enumerate(rows):
         where = f"update.variants[{i}]." if u.get("variants") else "update."
+        if not isinstance(row, dict):
+            raise _bad(file, where.rstrip("."), "an object per variant")
         if "skipped" in row or row.get("packed"):
             continue
         mode = _get(row, "checkpointing", file, where, str, lambda v: v in MODES, f"one of {list(MODES)}")
