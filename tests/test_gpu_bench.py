@@ -3,6 +3,7 @@ The measurements themselves need a CUDA device (LOG.md records them)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -44,7 +45,7 @@ def test_bench_gpu_refuses_clearly(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
+def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path, capsys):
     from workbench import store
     from workbench.config import preset
     from workbench.method.train import ensure_world
@@ -58,8 +59,8 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     r = gb.bench_gpu("tiny-test", device="cpu", engines=["hf", "vllm"], batch=2, prompt_tokens=4, new_tokens=3,
                      lora_rank=2, update_batch=2, update_tokens=8, update_steps=1, model=str(model), db=str(db),
                      preset="smoke", overrides={"method.minibatches": 2}, parts=["generation", "update", "loop", "round"])
-    assert sorted(r) == ["device", "dtype", "generation", "goals", "loop", "params", "round", "shape", "unsloth_import",
-                         "update"]
+    assert sorted(r) == ["device", "dtype", "generation", "goals", "gpu_memory_gib", "loop", "params", "round", "shape",
+                         "unsloth_import", "update"]
     hf = r["generation"]["engines"]["hf"]
     assert hf["tokens"] == 2 * 3 and hf["tokens_per_s"] > 0 and 0 < hf["roofline_share"] < 1
     if "skipped" in r["generation"]["engines"]["vllm"]:  # CPU machines: the import error, shown as it is
@@ -77,6 +78,23 @@ def test_bench_gpu_json_shape_on_the_cpu_at_a_tiny_shape(tmp_path):
     assert split["generate"] > 0 and split["retrieve"] >= 0  # a random tiny model seldom writes a search call
     assert split["generate"] + split["retrieve"] <= rnd["stages_s"]["rollouts"]
     assert set(r["goals"].values()) == {None}  # the goals are stated for the 3B shape
+    # what `workbench plan --calibrate` reads (issue 44): the round's tokens and checkpointing mode as chosen
+    assert rnd["checkpointing"] == "off" and rnd["trajectories"] == 2 * 4 and rnd["searches"] >= 0
+    assert rnd["trajectory_tokens_mean"] > rnd["generated_tokens_mean"] > 0  # the prompt is in the first
+    assert r["gpu_memory_gib"] is None  # the CPU: the plan keeps its own
+    from workbench import plan_calibration as pc
+
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(r))
+    assert main(["plan", "--preset", "paper", "--db", str(db), "--calibrate", str(bench)]) == 1  # no 3B model here
+    out = capsys.readouterr().out
+    assert "no measurement at the planned model's shape" in out and "  mfu = " in out and "decode_efficiency = " in out
+    measured = pc.read(bench)
+    assert [m.kind for m in measured] == ["update", "round"]
+    a, _ = pc.fit(measured[1:])
+    for row in pc.compare(measured[1:], a):  # the fitted figures come back as measured, at the tiny shape too
+        if row["figure"] in ("update (s)", "solver generation (s)", "other stages (s)"):
+            assert row["plan"] == pytest.approx(row["measured"], rel=0.15)
 
 
 def test_the_command_prints_the_json(capsys):
@@ -88,7 +106,8 @@ def test_the_command_prints_the_json(capsys):
     assert main(argv) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["update"]["trainer"] == "full" and r["generation"]["engines"]["hf"]["tokens"] == 4
-    assert set(r) == {"device", "dtype", "generation", "goals", "params", "shape", "unsloth_import", "update"}
+    assert set(r) == {"device", "dtype", "generation", "goals", "gpu_memory_gib", "params", "shape", "unsloth_import",
+                      "update"}
 
 
 def test_paper_shape_folder_pads_the_tokenizer_to_the_shapes_vocabulary(tmp_path):

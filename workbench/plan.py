@@ -11,23 +11,25 @@ Three parts, each a plain function so the tests check the arithmetic by hand:
   of the trainable parameters (float32), the rollout engine (vLLM reserves ``rollout.vllm_memory``
   of the GPU for its bfloat16 weights, KV cache and CUDA graphs, whatever the batch needs; the HF
   backend holds the KV cache of the whole rollout batch), the activations of one
-  micro-batch with gradient checkpointing (each block's input kept, one block recomputed, the
-  chunked log-prob logits: ``policy.model.LOGPROB_CHUNK_ELEMENTS``), and a dense index searched on
+  micro-batch in the update's gradient checkpointing mode (:func:`checkpointing`: the run's
+  ``method.gradient_checkpointing``, ``auto`` resolved by the function the update calls;
+  :func:`activation_memory`), and a dense index searched on
   the GPU (``search.device`` not 'cpu': the store's passages x 768 float16 vectors, on rank 0, the
   rank that serves retrieval; a search's score buffers are not counted).
 * :func:`time_per_round`: seconds per round from the stated assumptions (:class:`Assumptions`:
   the share of memory bandwidth a decode step reaches, the share of peak FLOPs the trainer
   reaches, mean trajectory length), with the FLOPs of the update (6 x parameters per token for a
-  full fine-tune, 4 for LoRA: no weight gradients of the base, plus 2 for the checkpointed
-  recompute) and of the extra forward passes:
+  full fine-tune, 4 for LoRA: no weight gradients of the base, plus 2 when the update recomputes
+  checkpointed blocks, i.e. in any mode but ``off``) and of the extra forward passes:
   the reference's, and with vLLM the trainer's old log-probs of the rows of a round's second and
   later optimiser steps (the first step's are its own; the HF backend's come from generation).
   Generation is a roofline of the decode step (:func:`generation_seconds`), in waves when the
   batch's KV cache overflows what vLLM's share holds (:func:`kv_cache`, :func:`rows_at_once`).
 
 These are estimates from architecture shapes (:data:`ARCHITECTURES`, or the model folder's
-``config.json``), not measurements: the README's "Reproduce Table 1" section labels them so, and
-LOG.md records the measured numbers beside them (one H200, the paper preset at 4 slots: 64.9 GiB
+``config.json``) and the constants of :class:`Assumptions`, which ``workbench plan --calibrate``
+fits from ``workbench bench gpu``'s measurements (:mod:`workbench.plan_calibration`), not
+measurements: the README's "Reproduce Table 1" section labels them so, and LOG.md records the measured numbers beside them (one H200, the paper preset at 4 slots: 64.9 GiB
 peak at 3B, 94.2 GiB at 7B, against 54.9 and 65.9 estimated here; the gap was the LoRA merge for
 the vLLM sync and the ``best`` model, which held every delta and every merged weight at once, 15.7
 GiB at 3B and 36.7 GiB at 7B; it is streamed now, 0.2 / 0.6 GiB, and a 3B round at paper shape
@@ -52,6 +54,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from workbench import paths
 from workbench.bench.shapes import SHAPES
@@ -186,14 +189,12 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
     a = a or Assumptions()
     seq = r.max_total_tokens
     rollouts = _rollout_rows(cfg, gpus)
-    kept = m.micro_batch * seq * shape.hidden * 2 * shape.layers  # checkpointed block inputs, bf16
-    block = m.micro_batch * seq * (10 * shape.hidden + 3 * shape.intermediate) * 2  # one block recomputed
-    logits = 4 * min(m.micro_batch * seq * shape.vocab, 1 << 27) * 3  # chunk: logits, softmax, grad (fp32)
+    mode = checkpointing(cfg, shape, a)
     parts = {
         "weights": n * (2 if lora else 4),
         "reference": 0 if lora else 4 * n,
         "gradients+adam": trainable * (4 + 8 + (4 if lora else 0)),  # LoRA adapters keep fp32 masters
-        "activations (checkpointed)": kept + block + logits,
+        f"activations (checkpointing {mode})": activation_memory(cfg, shape, mode, a),
         "dense index (search.device)": passages * a.encoder_dim * 2
         if cfg.search.index in ("dense", "hybrid") and not cfg.search.url and cfg.search.device != "cpu" else 0,
     }
@@ -207,6 +208,59 @@ def memory_per_gpu(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = N
     parts["kv cache the rollout engine holds"] = held
     parts["kv cache at max length"] = rollouts * seq * shape.kv_bytes_per_token()
     return parts
+
+
+def _config_view(shape: Shape) -> SimpleNamespace:
+    """The fields of a model config that ``policy.checkpointing`` reads."""
+    return SimpleNamespace(hidden_size=shape.hidden, intermediate_size=shape.intermediate,
+                           num_hidden_layers=shape.layers)
+
+
+def checkpointing(cfg, shape: Shape, a: "Assumptions | None" = None) -> str:
+    """The update's gradient checkpointing: ``method.gradient_checkpointing`` as the run resolves it
+    (``policy.checkpointing.choose``, the function the update calls) on a GPU of ``a.gpu_memory_gib``
+    whose free memory, when the policy is set up, is what vLLM's share (``rollout.vllm_memory``; the
+    HF backend holds nothing yet) and the policy's weights (bf16 with LoRA, float32 without) leave.
+
+    Example:
+        >>> from workbench.config import preset
+        >>> s = ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"]
+        >>> checkpointing(preset("paper"), s), checkpointing(preset("paper", **{"method.micro_batch": 1}), s)
+        ('standard', 'off')
+    """
+    from workbench.policy.checkpointing import choose
+
+    a = a or Assumptions()
+    m, r = cfg.method, cfg.rollout
+    taken = (r.vllm_memory * a.gpu_memory_gib * GIB if _vllm(r) else 0) + shape.parameters() * (2 if m.lora_rank else 4)
+    free = max(0, int(a.gpu_memory_gib * GIB - taken))
+    return choose(m.gradient_checkpointing, "cuda", _config_view(shape), m.micro_batch * r.max_total_tokens, free)
+
+
+def activation_memory(cfg, shape: Shape, mode: str, a: "Assumptions | None" = None) -> int:
+    """Bytes of activations of one micro-batch (``method.micro_batch`` rows of
+    ``rollout.max_total_tokens``) in checkpointing ``mode``: ``off`` keeps every block's
+    (``policy.checkpointing.activation_bytes``, the update's own estimate, x ``a.activation_share``);
+    ``standard`` keeps each block's bf16 input and recomputes one block; ``offload`` moves the block
+    inputs to CPU memory and recomputes one block. Each adds the chunked log-prob logits
+    (``policy.model.LOGPROB_CHUNK_ELEMENTS``: logits, softmax and gradient in float32).
+
+    Example:
+        >>> from workbench.config import preset
+        >>> s, cfg = ARCHITECTURES["Qwen/Qwen2.5-3B-Instruct"], preset("paper")
+        >>> [round(activation_memory(cfg, s, mode) / GIB, 1) for mode in ("off", "standard", "offload")]
+        [60.3, 5.4, 3.1]
+    """
+    from workbench.policy.checkpointing import activation_bytes
+
+    a = a or Assumptions()
+    tokens = cfg.method.micro_batch * cfg.rollout.max_total_tokens
+    every = activation_bytes(_config_view(shape), tokens) * a.activation_share
+    logits = 4 * min(tokens * shape.vocab, 1 << 27) * 3
+    kept = tokens * shape.hidden * 2 * shape.layers  # the checkpointed block inputs, bf16
+    if mode == "off":
+        return int(every + logits)
+    return int((kept if mode == "standard" else 0) + every / shape.layers + logits)
 
 
 def kv_cache(cfg, shape: Shape, gpus: int = 1, a: "Assumptions | None" = None) -> tuple[int, int]:
@@ -298,7 +352,13 @@ class Assumptions:
     length (prompt + response); ``generated_share``: the generated part of it (the rest is prompt
     and retrieved passages); ``search_s``: seconds of retrieval per turn of the batch;
     ``gpu_memory_gib``: one GPU's memory (an H200's 139.8 GiB as torch reports it; ``workbench
-    plan`` reads the GPU's own where one is visible).
+    plan`` reads the GPU's own where one is visible); ``activation_share``: the share of
+    ``policy.checkpointing.activation_bytes`` autograd keeps (:func:`activation_memory`);
+    ``other_stages_s``: seconds a round of the stages not modelled (rewards, write-back, weight sync);
+    ``proposer_overhead_s``: the proposer stage's seconds beyond its generation (the gate, the prompts).
+    ``workbench plan --calibrate`` fits ``mfu``, ``decode_efficiency``, ``search_s``,
+    ``activation_share``, ``other_stages_s`` and ``proposer_overhead_s`` from ``workbench bench gpu``'s JSON
+    (``workbench.plan_calibration``).
     """
 
     hbm_tb_s: float = 4.8
@@ -312,6 +372,9 @@ class Assumptions:
     search_s: float = 0.5
     encoder_dim: int = 768  # e5-base-v2's embedding width: the dense index on a GPU holds passages x this, float16
     gpu_memory_gib: float = 139.8
+    activation_share: float = 1.0  # ours until calibrated: the estimate as policy.checkpointing makes it
+    other_stages_s: float = 0.0  # ours until calibrated: not modelled
+    proposer_overhead_s: float = 0.0  # ours until calibrated: the proposer stage beyond its generation (the gate)
 
 
 def visible_gpu_memory_gib() -> float | None:
@@ -344,11 +407,13 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
         per_gpu = math.ceil(count / gpus)
         return generation_seconds(shape, per_gpu, new_tokens, length, per_gpu, a) if per_gpu else 0.0
 
-    flops_per_token = (4 + 2) * n if m.lora_rank > 0 else (6 + 2) * n  # + the checkpointed recompute
+    recompute = 0 if checkpointing(cfg, shape, a) == "off" else 2 * n  # a checkpointed block's forward again
+    flops_per_token = (4 * n if m.lora_rank > 0 else 6 * n) + recompute
     old_forward = (m.minibatches - 1) / m.minibatches if _vllm(r) else 0.0
     throughput = a.peak_tflops * 1e12 * a.mfu
     out = {
         "proposer generation": generate(m.chains_per_round * m.candidates_per_chain, m.proposer_max_new_tokens),
+        "proposer gate and prompts": a.proposer_overhead_s,
         "llm verifier and extractor": (generate(m.chains_per_round, m.verifier_max_new_tokens) if m.verifier == "llm"
                                        else 0) + (generate(trajectories, m.extractor_max_new_tokens)
                                                   if m.path_extractor == "llm" else 0),
@@ -356,7 +421,8 @@ def time_per_round(cfg, shape: Shape, gpus: int = 1, a: Assumptions = Assumption
         + r.max_turns * a.search_s,
         "old and reference log-probs": tokens * (1 + old_forward) * (2 * n) / throughput,
         "update": tokens * flops_per_token / throughput,
-        "validation": generate(m.val_questions * 2, length * a.generated_share),
+        "other stages (rewards, write-back, sync)": a.other_stages_s,
+        "validation": generate(m.val_questions * 2, length * a.generated_share) / m.val_every,  # a round's share
     }
     out["total"] = sum(out.values())
     return out
@@ -488,7 +554,7 @@ def format_plan(p: dict) -> str:
              f"{p['parameters'] / 1e9:.2f}B parameters ({p['trainable'] / 1e6:,.1f}M trainable)", "", "inputs:"]
     lines += [f"  [{'ok' if c['ok'] else 'MISSING'}] {c['name']}: {c['detail']}" for c in p["checks"]]
     lines += ["", "memory per GPU (estimate):"]
-    lines += [f"  {k:<32} {v / GIB:8.1f} GiB" for k, v in p["memory_per_gpu"].items()]
+    lines += [f"  {k:<38} {v / GIB:8.1f} GiB" for k, v in p["memory_per_gpu"].items()]
     gpu = p["assumptions"]["gpu_memory_gib"]
     lines += [f"  {'fits' if p['fits'] else 'DOES NOT FIT'} a GPU of {gpu:.1f} GiB (an estimate: README compares "
               "it with measured peaks)"]
@@ -502,9 +568,10 @@ def format_plan(p: dict) -> str:
     lines += ["", "disk for the run's checkpoints (estimate):"]
     lines += [f"  {k:<36} {v / GIB:8.2f} GiB" for k, v in p["disk"].items()]
     lines += ["", "time per round = optimiser step (estimate, from the assumptions below):"]
-    lines += [f"  {k:<28} {v:8.1f} s" for k, v in p["seconds_per_round"].items()]
+    lines += [f"  {k:<42} {v:8.1f} s" for k, v in p["seconds_per_round"].items()]
     lines += [f"  {p['rounds']} rounds: {p['hours_per_run']:.1f} h (+ the final evaluation)", "",
-              "assumptions: " + ", ".join(f"{k}={v}" for k, v in p["assumptions"].items()),
+              "assumptions: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                          for k, v in p["assumptions"].items()),
               "(estimates; N GPUs: `workbench train --gpus N` splits the rollouts and the tokens N ways, "
               "data parallel)"]
     return "\n".join(lines)

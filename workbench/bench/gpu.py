@@ -127,7 +127,7 @@ def bench_gpu(shape: str = "qwen2.5-3b", device: str = "cuda", engines=("vllm", 
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(seed)
     result = {"shape": shape, "params": param_count(spec), "device": _device_name(device), "dtype": str(dtype)[6:],
-              "unsloth_import": order}
+              "gpu_memory_gib": _memory_gib(device), "unsloth_import": order}
     if "generation" in parts:
         result["generation"] = bench_generation(spec, device, dtype, engines, batch, prompt_tokens, new_tokens,
                                                 bandwidth)
@@ -196,6 +196,12 @@ def _device_name(device: str) -> str:
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(torch.device(device))
+
+
+def _memory_gib(device: str) -> float | None:
+    """The device's memory in GiB as torch reports it (``workbench plan --calibrate`` reads it), None on the CPU."""
+    return torch.cuda.get_device_properties(torch.device(device)).total_memory / 2 ** 30 \
+        if device.startswith("cuda") else None
 
 
 def _peak_gib(device: str) -> float | None:
@@ -824,11 +830,28 @@ def bench_loop(folder, spec, db, preset: str, device: str, engines, batch: int, 
     return out
 
 
+class _ModeLog(logging.Handler):
+    """Keeps the gradient checkpointing mode ``train.make_policies`` logs when it sets the policy up."""
+
+    def __init__(self):
+        super().__init__()
+        self.mode = None
+
+    def emit(self, record):
+        if record.msg.startswith("update: gradient checkpointing"):
+            self.mode = record.args[0]
+
+
 def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> dict:
     """One CoEvoKG round with ``model`` on ``db`` (the bench's own run, replaced each time):
     seconds per stage, peak GPU memory, and the paper's 314 steps extrapolated. The rollouts'
     seconds are split into generation and retrieval (``rollouts_split_s``: the solver trajectories'
-    ``gen_seconds`` and ``search_seconds``, whose sum is ``rollout``'s own time within the stage)."""
+    ``gen_seconds`` and ``search_seconds``, whose sum is ``rollout``'s own time within the stage).
+    What ``workbench plan --calibrate`` needs beside them: the solver trajectories' mean tokens
+    (prompt by ``model``'s tokenizer, generated, retrieved), their searches, and the update's
+    gradient checkpointing mode as the run chose it (None where it logs none: a full fine-tune)."""
+    from transformers import AutoTokenizer
+
     from workbench import store
     from workbench.method.train import train
 
@@ -836,14 +859,25 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
         raise ValueError("--round-model needs --db (a store with a world and its chain pool)")
     _reset_peak(device)
     con = store.connect(db)
+    modes, logger = _ModeLog(), logging.getLogger("workbench.method.train")
+    level = logger.level
+    logger.addHandler(modes)
+    logger.setLevel(logging.INFO)  # the line is at INFO: a quieter logger would never hand it over
     try:
         (row,) = train(con, run="bench-gpu-round", method="coevokg", preset=preset, steps=1, model=model,
                        overrides=overrides, progress=False, log=None, overwrite=True)
-        generate, retrieve = con.execute(
-            "SELECT coalesce(sum(gen_seconds), 0), coalesce(sum(search_seconds), 0) FROM trajectories "
+        generate, retrieve, generated, retrieved, searches = con.execute(
+            "SELECT coalesce(sum(gen_seconds), 0), coalesce(sum(search_seconds), 0), avg(n_generated), "
+            "avg(n_retrieved), coalesce(sum(len(queries)), 0) FROM trajectories "
             "WHERE run = 'bench-gpu-round' AND role = 'solver'").fetchone()
+        prompts = [p for (p,) in con.execute("SELECT prompt FROM trajectories WHERE run = 'bench-gpu-round' "
+                                               "AND role = 'solver'").fetchall()]
     finally:
+        logger.removeHandler(modes)
+        logger.setLevel(level)
         con.close()
+    tok = AutoTokenizer.from_pretrained(str(model))
+    prompt = sum(len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts) / max(1, len(prompts))
     stages = {k[5:]: v for k, v in row.items() if k.startswith("time_")}
     seconds = sum(v for k, v in stages.items() if k != "validation")
     from workbench.config import preset as get_preset
@@ -851,5 +885,8 @@ def bench_round(model: str, db, preset: str, overrides: dict, device: str) -> di
     per_step = seconds / get_preset(preset, **overrides).method.minibatches  # optimiser steps a round
     return {"model": str(model), "preset": preset, "overrides": overrides, "stages_s": stages,
             "rollouts_split_s": {"generate": generate, "retrieve": retrieve}, "round_s": seconds,
+            "checkpointing": modes.mode, "trajectories": len(prompts), "searches": int(searches),
+            "trajectory_tokens_mean": prompt + float(generated or 0) + float(retrieved or 0),
+            "generated_tokens_mean": float(generated or 0),
             "peak_gib": _peak_gib(device), "s_per_optimiser_step": per_step,
             "paper_314_steps_h": per_step * PAPER_STEPS / 3600, "search_r1_s_per_step_8xh100": list(SEARCH_R1_STEP_S)}

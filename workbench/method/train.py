@@ -373,14 +373,14 @@ def make_policies(load, lora_rank: int, lora_alpha: float, seed: int, dtype, ada
     """
     from workbench.policy.checkpointing import choose
 
-    if lora_rank == 0:
-        policy = load(torch.float32, "policy")
-        policy.checkpoint_activations(choose(checkpointing, policy.device, policy.model.config, micro_batch_tokens))
-        return policy, load(torch.float32, "reference")
-    policy = load(dtype, "policy")
+    full = lora_rank == 0
+    policy = load(torch.float32 if full else dtype, "policy")
     mode = choose(checkpointing, policy.device, policy.model.config, micro_batch_tokens)
     logging.getLogger(__name__).info("update: gradient checkpointing %s (method.gradient_checkpointing=%s, "
                                      "%d tokens a micro-batch)", mode, checkpointing, micro_batch_tokens)
+    if full:
+        policy.checkpoint_activations(mode)
+        return policy, load(torch.float32, "reference")
     policy.add_lora(lora_rank, lora_alpha, seed=seed, adapter=adapter, gradient_checkpointing=mode)
     return policy, None
 
