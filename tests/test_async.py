@@ -42,6 +42,18 @@ def test_a_staleness_other_than_0_or_1_is_a_one_line_error(bad):
     assert "\n" not in str(err.value)
 
 
+def test_what_the_asynchronous_round_cannot_run_is_refused_before_any_work(db):
+    from workbench.method.distributed import check_config
+    from workbench.method.methods import method_spec
+
+    with pytest.raises(ValueError, match=r"^method.async_staleness=1 under --gpus 2: .* use method.async_staleness=0"):
+        check_config(preset("smoke", **STALE), method_spec("coevokg"), 2)
+    with pytest.raises(ValueError, match=r"^method.async_staleness=1 with method.kg_filter='llm'"):
+        train(db, run="stale-kg", method="dynasearcher", preset="smoke", steps=1, progress=False, log=None,
+              overrides={**STALE, "method.kg_filter": "llm"})
+    assert not run_dir("stale-kg").exists()
+
+
 def test_staleness_0_is_the_synchronous_round(db):
     """0 runs the paper's order itself (no overlap: no wait time), with the default's metrics."""
     default = _train(db, "sync-default", 2)
@@ -111,5 +123,8 @@ def test_an_interrupted_run_resumes_on_its_pending_rollouts(db, monkeypatch):
     monkeypatch.setattr(loop.Trainer, "_run_round_async", real)
     resumed = _train(db, "stale-parts", 3, STALE, resume=True)
     assert _comparable(resumed) == _comparable(whole)
-    # the last round samples nothing ahead: its checkpoint holds no pending rollouts
+    # the last round samples nothing ahead: its checkpoint holds no pending rollouts, and a run extended
+    # past it samples its first new round with the current policy
     assert not (latest_checkpoint(run_dir("stale-parts")) / PENDING_FILE).exists()
+    longer = _train(db, "stale-parts", 4, STALE, resume=True)
+    assert _comparable(longer)[:3] == _comparable(whole) and longer[3]["round"] == 3

@@ -76,6 +76,29 @@ def behaviour_snapshot(policy):
     return snapshot
 
 
+def check_config(cfg, spec) -> None:
+    """Refuse what the asynchronous round cannot run deterministically: ``method.kg_filter=llm``
+    with the KG tool on (its filter holds the live policy, which the update changes while round
+    t+1's searches run). Several ranks are refused by ``distributed.check_config``.
+
+    Example:
+        >>> from workbench.config import preset
+        >>> from workbench.method.methods import method_spec
+        >>> check_config(preset("smoke", **{"method.async_staleness": 1, "method.kg_filter": "llm"}),
+        ...              method_spec("dynasearcher"))
+        Traceback (most recent call last):
+        ...
+        ValueError: method.async_staleness=1 with method.kg_filter='llm': the KG tool's filter would judge round t+1's searches with the policy round t is updating (not deterministic); use method.kg_filter=overlap or none, or method.async_staleness=0
+    """
+    from workbench.method.methods import uses_kg_tool
+
+    m = cfg.method
+    if m.async_staleness and m.kg_filter == "llm" and uses_kg_tool(spec, m.kg_tool):
+        raise ValueError(f"method.async_staleness={m.async_staleness} with method.kg_filter='llm': the KG tool's "
+                         "filter would judge round t+1's searches with the policy round t is updating (not "
+                         "deterministic); use method.kg_filter=overlap or none, or method.async_staleness=0")
+
+
 def save_pending(folder: Path, pending: Pending | None) -> None:
     """Write ``pending`` (None: nothing) into the checkpoint folder ``folder``, so a resumed run
     updates on exactly the rollouts an uninterrupted one would (their behaviour policy is gone)."""

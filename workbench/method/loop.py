@@ -56,7 +56,7 @@ import torch
 
 from workbench.config import Config
 from workbench.method import rewards as R
-from workbench.method.asynchronous import Pending, behaviour_snapshot
+from workbench.method.asynchronous import Pending, behaviour_snapshot, check_config as check_async
 from workbench.method.iterations import iteration_ends, iteration_of
 from workbench.method.llm_judges import LLMPathExtractor
 from workbench.method.methods import MethodSpec, resolve, uses_graph_tools, uses_kg_tool
@@ -163,6 +163,7 @@ class Trainer:
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
+        check_async(cfg, spec)
         # the solver's tools beside document search: DynaSearcher's KG tool (seed 003: ``kg``, else the
         # store's, or search.url's server's) or EoG's graph tools instead of document search (seed 004)
         graph_tools = uses_graph_tools(spec, m.graph_tools)
@@ -198,10 +199,6 @@ class Trainer:
         self._g0: EvidenceGraph | None = None
         self.extensions = [e for make in RUN_EXTENSIONS.values() if (e := make(self)) is not None]
         self.pending: Pending | None = None  # round t+1's rollouts under method.async_staleness = 1
-        if m.async_staleness and self.kg is not None and m.kg_filter == "llm":
-            raise ValueError("method.async_staleness=1 with method.kg_filter='llm': the KG tool's filter would judge "
-                             "round t+1's searches with the policy round t is updating (not deterministic); use "
-                             "method.kg_filter=overlap or none, or method.async_staleness=0")
         if con is None:  # a rank other than 0: rank 0 owns the store and its reads
             self.titles, self.seed_pool = {}, []
             return

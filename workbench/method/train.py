@@ -43,7 +43,7 @@ from workbench import paths, store
 from workbench.limits import default_device
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.method import distributed
-from workbench.method.asynchronous import load_pending, save_pending
+from workbench.method.asynchronous import check_config as check_async, load_pending, save_pending
 from workbench.method.iterations import save_iteration
 from workbench.method.loop import Laps, Trainer
 from workbench.method.methods import method_spec, uses_kg_tool, warmstart_demos
@@ -214,6 +214,7 @@ def _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite
         raise ValueError("--resume and --overwrite: choose one (continue the run, or replace it)")
     cfg = get_preset(preset, **overrides)
     distributed.check_config(cfg, spec, world)
+    check_async(cfg, spec)
     return folder, spec, cfg
 
 
