@@ -164,6 +164,10 @@ class MethodConfig:
     # ours (issue 44): the update's forward packs each micro-batch's rows into as few rows as the longest holds
     # (per-sequence positions, no compute on padding; the same log-probs); off: right-padded rows
     pack_sequences: bool = False
+    # ours (issue 44): 0 = the paper's synchronous round; 1 = bounded staleness 1: round t+1's proposer, gate and
+    # rollouts run in a thread with a frozen copy of the policy while round t updates, and round t+1's update takes
+    # its ratios against the log-probs they were sampled with (method/asynchronous.py; docs/gpu.md)
+    async_staleness: int = 0
     proposer_max_new_tokens: int = 48  # ours
     proposer_answer_choices: bool = False  # ours, not the paper: decode the proposer's <answer> as one of its chain's entity titles (Eq. 2's a in {e_1..e_L}) instead of free text
     val_questions: int = 40  # validation questions per family, every round; ours (one question moves validation EM by 0.5 points at five families)
@@ -396,6 +400,8 @@ RULES: dict[str, tuple] = {
                  "micro_batch", "proposer_max_new_tokens")},
     "method.group_size": (_at_least(2), "an integer >= 2 (GRPO compares the rollouts of a group)"),
     "method.minibatches": (_at_least(1), "an integer >= 1 (optimiser steps a round)"),
+    "method.async_staleness": (_within(0, 1), "0 (the synchronous round) or 1 (round t+1's rollouts sampled by the "
+                                              "policy before round t's update, while it runs)"),
     "method.warmup_steps": (_at_least(0), "an integer >= 0"),
     "method.val_questions": (_at_least(0), "an integer >= 0"),
     "method.val_every": (_at_least(1), "an integer >= 1 (validate every k-th round and the last)"),

@@ -313,6 +313,9 @@ def check_config(cfg, spec, world: int) -> None:
     if world <= 1:
         return
     rank_backend(cfg.rollout.backend, world)
+    if cfg.method.async_staleness:  # the overlap is one process's thread; ranks run the synchronous round
+        raise ValueError(f"method.async_staleness={cfg.method.async_staleness} under --gpus {world}: the asynchronous "
+                         "round runs in one process; use method.async_staleness=0 with several GPUs")
     if uses_graph_tools(spec, cfg.method.graph_tools):  # the other ranks hold no store to explore
         raise ValueError(f"method.graph_tools under --gpus {world}: EoG's graph tools read the store, which only "
                          "rank 0 holds (no server serves them yet); train EoG's rows in one process")

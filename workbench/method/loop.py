@@ -25,19 +25,38 @@ Where the steps run is the trainer's rank strategy (``method.ranks``): one proce
 the build-up ablation rows (Tables 1-2) and the peer methods are ``MethodSpec`` rows
 (``methods.METHODS``) of the same round under a matched budget: the same number of question slots,
 G rollouts per slot, and one optimiser step per round (``method.minibatches`` steps, ours, when set).
+
+``method.async_staleness = 1`` (ours, issue 44; 0, the default, is the order above) overlaps steps 1-3
+of round t+1 with step 5 of round t (``Trainer._run_round_async``): a background thread proposes,
+gates and solves round t+1 with a frozen copy of the policy taken after round t's rewards (the
+*behaviour* policy: the one round t updates, pi_t), while the main thread updates it to pi_t+1.
+Round t+1 then rewards and updates on those rollouts, its ratios taken against the log-probs they
+were sampled with (``asynchronous``). What each stage of round t+1 sees:
+
+* proposer, gate and solver: pi_t (one update old) and the store as round t began: G_t and every
+  record up to round t-1 (round t's write-back is committed after its update);
+* rewards (R_s with S_path on G_t+1, R_p, an LLM path extractor or likelihood reward): pi_t+1 and
+  G_t+1, as in the synchronous round t+1;
+* update: pi_t+1, its ratio against pi_t's log-probs; write-back: G_t+1 -> G_t+2 as always.
+
+The first round (and the first of a resumed run whose checkpoint holds no pending rollouts) samples
+its own rollouts with the current policy; the last round samples none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
 from workbench.config import Config
 from workbench.method import rewards as R
+from workbench.method.asynchronous import Pending, behaviour_snapshot, check_config as check_async
 from workbench.method.iterations import iteration_ends, iteration_of
 from workbench.method.llm_judges import LLMPathExtractor
 from workbench.method.methods import MethodSpec, resolve, uses_graph_tools, uses_kg_tool
@@ -144,6 +163,7 @@ class Trainer:
         self.con, self.cfg, self.spec, self.run = con, cfg, spec, run
         self.policy, self.reference, self.search = policy, reference, search
         m = cfg.method
+        check_async(cfg, spec)
         # the solver's tools beside document search: DynaSearcher's KG tool (seed 003: ``kg``, else the
         # store's, or search.url's server's) or EoG's graph tools instead of document search (seed 004)
         graph_tools = uses_graph_tools(spec, m.graph_tools)
@@ -178,6 +198,7 @@ class Trainer:
         self.path_params = PathSupportParams.of(m)
         self._g0: EvidenceGraph | None = None
         self.extensions = [e for make in RUN_EXTENSIONS.values() if (e := make(self)) is not None]
+        self.pending: Pending | None = None  # round t+1's rollouts under method.async_staleness = 1
         if con is None:  # a rank other than 0: rank 0 owns the store and its reads
             self.titles, self.seed_pool = {}, []
             return
@@ -197,7 +218,10 @@ class Trainer:
     # -- the round ------------------------------------------------------------------------
     def run_round(self, t: int) -> RoundResult:
         """Round t in the paper's order (steps 1-5 of the module docstring); write-back (6) and
-        every store write happen in ``RunStore.commit_round``."""
+        every store write happen in ``RunStore.commit_round``. ``method.async_staleness = 1``:
+        :meth:`_run_round_async`."""
+        if self.cfg.method.async_staleness:
+            return self._run_round_async(t)
         torch.manual_seed(self.seed_for(t, 0))
         lap = Laps()
         main = self.ranks.is_main  # under several ranks steps 1-2 and 4 run on rank 0 (it holds the store)
@@ -226,6 +250,82 @@ class Trainer:
                            source_metrics=self.tasks.metrics(tasks),
                            reward_metrics=self.solver_reward.term_metrics(terms) if terms else {},
                            extra=self._extra_metrics(t, tasks))
+
+    def _run_round_async(self, t: int) -> RoundResult:
+        """Round t with bounded staleness 1 (module docstring): its rollouts come from
+        ``self.pending`` (sampled by pi_t-1 while round t-1 updated; sampled now by pi_t when there are
+        none), then rewards with pi_t, then the update to pi_t+1 while a thread samples round t+1
+        with a frozen copy of pi_t (:meth:`generate`). ``time_wait`` is how long the update waited
+        for that thread; ``time_round`` the round's wall time on the main thread."""
+        torch.manual_seed(self.seed_for(t, 0))
+        clock = time.perf_counter()
+        pending, self.pending = self.pending, None
+        if pending is None or pending.round != t:
+            pending = self.generate(t)
+        tasks, slots = pending.tasks, pending.slots
+        lap = Laps()
+        if self.rollout_free:  # as in the synchronous round: scored by this round's policy
+            self.reward_proposer(t, tasks)
+            lap("proposer_reward")
+        self.reward(t, tasks, slots, self.evidence_graph(t))  # 4: reward
+        lap("rewards")
+        ahead = t + 1 < self.cfg.method.steps
+        # the pool is left (the thread joined) before the trainer's policy is the live one again
+        with self._behaving(behaviour_snapshot(self.policy) if ahead else None), ThreadPoolExecutor(1) as pool:
+            future = pool.submit(self.generate, t + 1) if ahead else None  # 1-3 of round t+1, by pi_t
+            update = self.update(t, tasks, slots)  # 5: update (the live policy, through self.step)
+            lap("update")
+            self.pending = future.result() if future is not None else None
+            lap("wait")
+        self.policy.sync()
+        lap("sync")
+        timings = {**pending.timings, **lap.timings, "time_round": time.perf_counter() - clock}
+        terms = [r.score.terms for s in slots for r in s.rollouts if r.score is not None and r.score.terms is not None]
+        return RoundResult(t, tasks, slots, update, timings, pending.hit_rate,
+                           kg_tool=self.kg is not None or self.graph is not None,
+                           entities=chain_entities(self.con, slots), source_metrics=pending.source_metrics,
+                           reward_metrics=self.solver_reward.term_metrics(terms) if terms else {},
+                           extra={**({"iteration": iteration_of(t, self.iteration_ends)}
+                                     if len(self.iteration_ends) > 1 else {}), **pending.source_extra})
+
+    def generate(self, t: int) -> Pending:
+        """Steps 1-3 of round ``t`` by ``self.policy`` (the behaviour policy: a frozen copy under
+        :meth:`_behaving`), unscored. Every update row carries the behaviour policy's log-probs: a
+        backend that reports none of the trainer's (vLLM) has them filled from the policy's forward."""
+        lap = Laps(f"round {t} generation")
+        self.search.reset_cache_stats()
+        tasks, slots = self.propose(t)
+        source_metrics, source_extra = self.tasks.metrics(tasks), self.tasks.extra_metrics(tasks)
+        lap("proposer_gate")
+        self.solve(t, slots)
+        lap("rollouts")
+        if not self.policy.backend.trainer_logprobs:
+            rolls = [r for s in slots for r in s.rollouts]
+            cands = [c for task in tasks for c in task.candidates if c.sequence.response_ids]
+            fresh = self.recompute_old_logprobs([r.trajectory for r in rolls] + [c.sequence for c in cands])
+            for holder, row in zip(rolls, fresh):
+                holder.trajectory = row
+            for cand, row in zip(cands, fresh[len(rolls):]):
+                cand.sequence = row
+            lap("behaviour_logprobs")
+        return Pending(t, tasks, slots, lap.timings, self.search.cache_stats()["hit_rate"], source_metrics,
+                       source_extra)
+
+    @contextlib.contextmanager
+    def _behaving(self, snapshot):
+        """While round t updates, the trainer's ``policy`` (what the task source, the gate's LLM
+        verifier and the solver read) is the behaviour ``snapshot``; the update holds the live
+        policy through ``self.step``. None: nothing changes."""
+        holders = [self, self.verifier, getattr(self.verifier, "batch", None)]
+        live = self.policy
+        swapped = [h for h in holders if snapshot is not None and getattr(h, "policy", None) is live]
+        for h in swapped:
+            h.policy = snapshot
+        try:
+            yield
+        finally:
+            for h in swapped:
+                h.policy = live
 
     def _extra_metrics(self, t: int, tasks: list[ChainTask]) -> dict:
         """``iteration`` (a run of several iterations), then the task source's own last keys (Dr.
@@ -356,7 +456,9 @@ class Trainer:
         # A backend whose log-probs are not the trainer's (vLLM): the first step's policy is the one
         # that sampled, so its old log-probs are its new ones, detached (ratio 1, as TRL's GRPO with one
         # iteration); only the later steps' rows need the trainer's forward of the sampling policy.
-        own_first = not self.policy.backend.trainer_logprobs
+        # Under method.async_staleness the rows carry the behaviour policy's log-probs (Trainer.generate)
+        # and the policy stepping is not the one that sampled: no row's old log-probs are its own.
+        own_first = not self.step.policy.backend.trainer_logprobs and not m.async_staleness
         later = sorted(int(i) for part in parts[1:] for i in part) if own_first else []
         if later:
             start = time.perf_counter()

@@ -43,6 +43,7 @@ from workbench import paths, store
 from workbench.limits import default_device
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.method import distributed
+from workbench.method.asynchronous import check_config as check_async, load_pending, save_pending
 from workbench.method.iterations import save_iteration
 from workbench.method.loop import Laps, Trainer
 from workbench.method.methods import method_spec, uses_kg_tool, warmstart_demos
@@ -171,6 +172,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
         if found:
             with damaged_checkpoint(found):
                 trainer.load_state_dict({**state, "optimizer": distributed.load_optimizer(found, policy.device)})
+                trainer.pending = load_pending(found, state["completed"])  # method.async_staleness's next round
         for extension in trainer.extensions:  # a peer's state across rounds (Dr. Free's anchor)
             extension.resumed(folder, state["completed"])
         if dist is not None:
@@ -212,6 +214,7 @@ def _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite
         raise ValueError("--resume and --overwrite: choose one (continue the run, or replace it)")
     cfg = get_preset(preset, **overrides)
     distributed.check_config(cfg, spec, world)
+    check_async(cfg, spec)
     return folder, spec, cfg
 
 
@@ -580,6 +583,7 @@ def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
             trainer.policy.save(tmp / "model")
         trainer_state = trainer.state_dict()
         torch.save(trainer_state.pop("optimizer"), tmp / "optimizer.pt")
+        save_pending(tmp, trainer.pending)  # the next round's rollouts under method.async_staleness, if any
         (tmp / "state.json").write_text(json.dumps({**state, **trainer_state}))
     if final.exists():  # a stale copy of this round (an earlier, interrupted attempt)
         shutil.rmtree(final)
