@@ -327,3 +327,30 @@ def test_a_seed_family_the_pool_lacks_is_refused_before_any_round(db):
     with pytest.raises(ValueError, match=r"method.seed_families.*three_hops not among the seed pool's families"):
         train(db, run="fam-bad", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
               overrides={"method.seed_families": "three_hops"})
+
+
+def test_skip_zero_advantage_leaves_groups_of_equal_rewards_out_of_the_update(db, monkeypatch):
+    """With ``method.skip_zero_advantage`` the update sees only the solver rollouts whose GRPO
+    advantage is not 0: here the first group's rewards differ (1, 0, ..., 0), the others' are all 0."""
+    import torch
+
+    from workbench.method import loop, update
+
+    real_adv, real_step, seen = loop.grpo_advantages, update.PolicyStep.__call__, {}
+
+    def one_mixed_group(rewards, group_size, eps):
+        return real_adv(torch.tensor([1.0] + [0.0] * (len(rewards) - 1)), group_size, eps)
+
+    def step(self, t, rows, advantages, own_old=False):
+        seen.setdefault(self.m.skip_zero_advantage, []).extend(float(a.abs().sum()) for a in advantages)
+        return real_step(self, t, rows, advantages, own_old)
+
+    monkeypatch.setattr(loop, "grpo_advantages", one_mixed_group)
+    monkeypatch.setattr(update.PolicyStep, "__call__", step)
+    for skip in (False, True):
+        train(db, run=f"skip-{skip}", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.skip_zero_advantage": skip})
+    m = preset("smoke").method
+    slots = m.chains_per_round * m.admit_top_k
+    assert len(seen[False]) == slots * m.group_size and sum(a > 0 for a in seen[False]) == m.group_size
+    assert len(seen[True]) == m.group_size and all(a > 0 for a in seen[True])

@@ -154,6 +154,10 @@ class MethodConfig:
     max_grad_norm: float = 1.0  # ours
     max_non_finite: int = 3  # consecutive non-finite optimiser steps (minibatches count each) before a run stops; ours
     minibatches: int = 4  # ours: optimiser steps per round, each on a 1/n share of the round's batch (LOG.md)
+    # ours (DAPO's dynamic sampling, without its resampling): rollouts of a group whose rewards are all equal
+    # (GRPO advantage 0, Eq. 11) stay out of the update; they carry no policy gradient, only the KL term, and
+    # cost most of a CPU round's update where most groups are all right or all wrong
+    skip_zero_advantage: bool = False
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer
     lora_alpha: int = 32  # ours: LoRA's alpha (the adapters' scale is alpha / rank)

@@ -438,6 +438,8 @@ class Trainer:
         solver_adv = grpo_advantages(torch.tensor([r.score.reward for r in rollouts], dtype=torch.float32),
                                      m.group_size, m.adv_eps) if rollouts else []
         for roll, a in zip(rollouts, solver_adv):
+            if m.skip_zero_advantage and float(a) == 0.0:  # a group of equal rewards: no policy gradient
+                continue
             rows.append(roll.trajectory)
             advantages.append(torch.full((len(roll.trajectory.response_ids),), float(a))
                               * torch.tensor(roll.trajectory.loss_mask))
