@@ -49,7 +49,7 @@ LONG = Quickstart(steps=14, slots=16, eval_limit=100, overrides={
 
 
 def settings(long: bool = False) -> Quickstart:
-    """``LONG`` (``make quickstart LONG=1``, about 17 CPU minutes) or ``SHORT`` (about 3 minutes)."""
+    """``LONG`` (``make quickstart LONG=1``, 25.5 min on a loaded 2-core machine) or ``SHORT`` (about 3 minutes)."""
     return LONG if long else SHORT
 
 
