@@ -9,15 +9,12 @@ from workbench import store
 from workbench.config import preset
 from workbench.method import loop, update as update_module
 from workbench.method.asynchronous import PENDING_FILE, behaviour_snapshot
+from workbench.method.metrics import without_clock
 from workbench.method.train import ensure_world, latest_checkpoint, run_dir, train
 from workbench.policy.rollout import response_logprobs
 
-TIMING = ("time_", "search_cache")
 STALE = {"method.async_staleness": 1}
 
-
-def _comparable(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +55,19 @@ def test_staleness_0_is_the_synchronous_round(db):
     """0 runs the paper's order itself (no overlap: no wait time), with the default's metrics."""
     default = _train(db, "sync-default", 2)
     zero = _train(db, "sync-zero", 2, {"method.async_staleness": 0})
-    assert _comparable(zero) == _comparable(default)
+    assert without_clock(zero) == without_clock(default)
     assert not any("time_wait" in r for r in zero)
 
 
 def test_staleness_1_is_deterministic_by_seed_and_one_update_behind(db):
     first = _train(db, "stale-a", 3, STALE)
     again = _train(db, "stale-b", 3, STALE)
-    assert _comparable(first) == _comparable(again)
+    assert without_clock(first) == without_clock(again)
     assert all("time_wait" in r for r in first)
     sync = _train(db, "stale-sync", 3)
     # round 0 samples with the initial policy in both; from round 1 on the rollouts are one update old
-    assert _comparable(first)[0] == _comparable(sync)[0]
-    assert _comparable(first)[1] != _comparable(sync)[1]
+    assert without_clock(first)[0] == without_clock(sync)[0]
+    assert without_clock(first)[1] != without_clock(sync)[1]
 
 
 def test_the_ratio_is_taken_against_the_behaviour_policys_logprobs(db, monkeypatch):
@@ -122,9 +119,9 @@ def test_an_interrupted_run_resumes_on_its_pending_rollouts(db, monkeypatch):
     assert (latest_checkpoint(run_dir("stale-parts")) / PENDING_FILE).exists()  # round 2's rollouts, by pi_1
     monkeypatch.setattr(loop.Trainer, "_run_round_async", real)
     resumed = _train(db, "stale-parts", 3, STALE, resume=True)
-    assert _comparable(resumed) == _comparable(whole)
+    assert without_clock(resumed) == without_clock(whole)
     # the last round samples nothing ahead: its checkpoint holds no pending rollouts, and a run extended
     # past it samples its first new round with the current policy
     assert not (latest_checkpoint(run_dir("stale-parts")) / PENDING_FILE).exists()
     longer = _train(db, "stale-parts", 4, STALE, resume=True)
-    assert _comparable(longer)[:3] == _comparable(whole) and longer[3]["round"] == 3
+    assert without_clock(longer)[:3] == without_clock(whole) and longer[3]["round"] == 3

@@ -15,10 +15,10 @@ import pytest
 
 from workbench import store
 from workbench.config import preset
+from workbench.method.metrics import without_clock
 from workbench.method.train import ensure_world
 
 SCRIPT = Path(__file__).parent / "fixtures" / "fault_train.py"
-TIMING = ("time_", "search_cache")
 FAST_POINTS = ["write_back"]  # inside the round's transaction: the one a user most often hits
 SLOW_POINTS = ["propose", "solve", "update", "trajectories", "verdicts", "before_checkpoint", "checkpoint_rename",
                "checkpoint_cleanup"]
@@ -29,9 +29,6 @@ def _run(db, runs, run, steps, *args):
     return subprocess.run([sys.executable, str(SCRIPT), str(db), run, str(steps), *args], env=env,
                           capture_output=True, text=True, timeout=600)
 
-
-def _comparable(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in rows]
 
 
 def _rounds(db, run):
@@ -57,7 +54,7 @@ def world(tmp_path_factory):
     con.close()
     whole = _run(db, folder / "runs", "whole", 2)
     assert whole.returncode == 0, whole.stderr[-2000:]
-    return folder, db, _comparable(json.loads(whole.stdout.splitlines()[-1]))
+    return folder, db, without_clock(json.loads(whole.stdout.splitlines()[-1]))
 
 
 def _kill_and_resume(world, tmp_path, point, kill_round=1):
@@ -79,7 +76,7 @@ def _kill_and_resume(world, tmp_path, point, kill_round=1):
         assert ckpts, f"{point}: no complete checkpoint survived"
     resumed = _run(db, runs, "r", 2, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert _comparable(json.loads(resumed.stdout.splitlines()[-1])) == whole
+    assert without_clock(json.loads(resumed.stdout.splitlines()[-1])) == whole
     assert (runs / "r" / "best" / "workbench.json").exists()
 
 

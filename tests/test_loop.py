@@ -7,14 +7,11 @@ import pytest
 from workbench import paths, store
 from workbench.cli import main
 from workbench.config import preset
+from workbench.method.metrics import without_clock
 from workbench.method.run_store import METRIC_KEYS
 from workbench.method.train import ensure_world, train
 
-TIMING = ("time_", "search_cache")
 
-
-def _comparable(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +39,7 @@ def test_coevokg_rounds_log_every_metric(db, capsys):
         assert sum(r["answer_types_seed"].values()) == round(r["seed_fallback_rate"] * n_slots)
     assert main(["runs", "show", "full", "--json", "--db", db]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert _comparable(shown) == _comparable(rows)
+    assert without_clock(shown) == without_clock(rows)
     con = store.connect(db, read_only=True)
     cfg = preset("smoke").method
     per_round = cfg.chains_per_round * cfg.admit_top_k * cfg.group_size
@@ -79,7 +76,7 @@ def test_resume_gives_the_uninterrupted_run(db):
     train(db, run="parts", method="coevokg", preset="smoke", steps=1, progress=False, log=None)
     resumed = train(db, run="parts", method="coevokg", preset="smoke", steps=2, resume=True, progress=False,
                     log=None)
-    assert _comparable(resumed) == _comparable(whole)
+    assert without_clock(resumed) == without_clock(whole)
 
 
 def test_unknown_method_is_a_clear_error(db):
@@ -198,7 +195,7 @@ def test_an_existing_run_is_refused_unless_resumed_or_overwritten(db, tmp_path):
     assert sorted(p.relative_to(run_dir("keep")) for p in run_dir("keep").rglob("*")) == before
     again = train(db, run="keep", method="search_r1", preset="smoke", steps=1, progress=False, log=None,
                   overwrite=True)
-    assert _comparable(again) == _comparable(first)  # replaced by the same run, nothing doubled
+    assert without_clock(again) == without_clock(first)  # replaced by the same run, nothing doubled
     # another store's run of the same name never touches this one's folder
     other = tmp_path / "other.duckdb"
     con = store.connect(other)

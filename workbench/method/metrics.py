@@ -138,3 +138,17 @@ def tool_use_metrics(rollouts: list[Rollout], kg_tool: bool, reward_metrics: dic
     out["searches_doc"] = float(np.mean([len(r.trajectory.queries) for r in rollouts]))
     out["searches_kg"] = float(np.mean([len(r.trajectory.kg_queries) for r in rollouts]))
     return out
+
+
+CLOCK_KEYS = ("time_", "search_cache")  # seconds, and the search cache's counts (a resumed run starts it empty)
+
+
+def without_clock(rows: list[dict]) -> list[dict]:
+    """Round metrics less the keys that differ between two runs of one seed (:data:`CLOCK_KEYS`):
+    what a resumed, repeated or reordered run must reproduce exactly.
+
+    Example:
+        >>> without_clock([{"round": 0, "kl": 0.1, "time_update": 2.5, "search_cache_hit_rate": 0.7}])
+        [{'round': 0, 'kl': 0.1}]
+    """
+    return [{k: v for k, v in r.items() if not k.startswith(CLOCK_KEYS)} for r in rows]
