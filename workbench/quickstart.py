@@ -4,9 +4,10 @@ ours, and the one sentence that closes the notebook.
 ``SHORT`` is the 5-minute run; it shows the loop working, not a gain (over seven seeds +0.0 to +0.6
 test EM points, none significant; LOG.md, session 4). ``LONG`` is the best of issue 46's CPU probes:
 twice the slots, two optimiser steps a round from round 0 at lr 5e-5, seed questions from the three
-families the base half-answers, rollouts sampled at temperature 1.0 (the paper's 0.6 gives 13 of 60
-groups a reward that differs, 1.0 gives 30) and groups of equal rewards left out of the update (they
-carry no policy gradient; half the CPU time). Over training seeds 0-4 it moved test EM by +1.2, -0.8,
+families the base half-answers, rollouts sampled at temperature 1.0 (at the paper's 0.6, 13 of 60
+seed questions' groups had rewards that differ; at 1.0, 30) and groups of equal rewards left out of
+the update (they carry no policy gradient). These last two take 0.6x the CPU time and learn no more
+than the paper's temperature with every group. Over training seeds 0-4 it moved test EM by +1.2, -0.8,
 +2.0, -0.8 and +1.8 points on 500 questions; two of five 95% paired intervals exclude 0, so it does
 not show learning reliably either (LOG.md, issue 46, has the numbers and the commands). Both start
 from the preset's warm start and validate on 8 questions a family.
