@@ -26,7 +26,7 @@ LAYERS = (
     {"method"},                                                           # the paper's method (the round)
     {"peers"},                                                            # peer methods: plug into the round
     {"evaluate", "figures", "compare", "batch", "paper", "reference", "qa_import", "notebook", "plan",
-     "table1_suite", "data_pipeline", "bench", "quickstart", "step"},     # faces over the method
+     "plan_calibration", "table1_suite", "data_pipeline", "bench", "quickstart", "step"},  # faces over the method
     {"commands", "cli"},                                                  # the `workbench` command
 )
 
