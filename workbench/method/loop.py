@@ -243,13 +243,11 @@ class Trainer:
         lap("update")
         self.policy.sync()  # the generation backend serves the updated weights (a no-op for HF)
         lap("sync")
-        terms = [r.score.terms for s in slots for r in s.rollouts if r.score is not None and r.score.terms is not None]
         return RoundResult(t, tasks, slots, update, lap.timings, self.ranks.hit_rate(self.search),
                            kg_tool=self.kg is not None or self.graph is not None,
                            entities=chain_entities(self.con, slots) if self.con is not None else None,
-                           source_metrics=self.tasks.metrics(tasks),
-                           reward_metrics=self.solver_reward.term_metrics(terms) if terms else {},
-                           extra=self._extra_metrics(t, tasks))
+                           source_metrics=self.tasks.metrics(tasks), reward_metrics=self._reward_metrics(slots),
+                           extra=self._extra_metrics(t, self.tasks.extra_metrics(tasks)))
 
     def _run_round_async(self, t: int) -> RoundResult:
         """Round t with bounded staleness 1 (module docstring): its rollouts come from
@@ -280,13 +278,11 @@ class Trainer:
         self.policy.sync()
         lap("sync")
         timings = {**pending.timings, **lap.timings, "time_round": time.perf_counter() - clock}
-        terms = [r.score.terms for s in slots for r in s.rollouts if r.score is not None and r.score.terms is not None]
         return RoundResult(t, tasks, slots, update, timings, pending.hit_rate,
                            kg_tool=self.kg is not None or self.graph is not None,
                            entities=chain_entities(self.con, slots), source_metrics=pending.source_metrics,
-                           reward_metrics=self.solver_reward.term_metrics(terms) if terms else {},
-                           extra={**({"iteration": iteration_of(t, self.iteration_ends)}
-                                     if len(self.iteration_ends) > 1 else {}), **pending.source_extra})
+                           reward_metrics=self._reward_metrics(slots),
+                           extra=self._extra_metrics(t, pending.source_extra))
 
     def generate(self, t: int) -> Pending:
         """Steps 1-3 of round ``t`` by ``self.policy`` (the behaviour policy: a frozen copy under
@@ -327,11 +323,16 @@ class Trainer:
             for h in swapped:
                 h.policy = live
 
-    def _extra_metrics(self, t: int, tasks: list[ChainTask]) -> dict:
-        """``iteration`` (a run of several iterations), then the task source's own last keys (Dr.
-        Free's ``drfree_chains``, ``proposer_searches``)."""
+    def _extra_metrics(self, t: int, source_extra: dict) -> dict:
+        """``iteration`` (a run of several iterations), then the task source's own last keys
+        ``source_extra`` (``tasks.extra_metrics``: Dr. Free's ``drfree_chains``, ``proposer_searches``)."""
         out = {"iteration": iteration_of(t, self.iteration_ends)} if len(self.iteration_ends) > 1 else {}
-        return {**out, **self.tasks.extra_metrics(tasks)}
+        return {**out, **source_extra}
+
+    def _reward_metrics(self, slots: list[Slot]) -> dict:
+        """The solver reward's per-term metrics over the round's scored rollouts (a multi-term reward's)."""
+        terms = [r.score.terms for s in slots for r in s.rollouts if r.score is not None and r.score.terms is not None]
+        return self.solver_reward.term_metrics(terms) if terms else {}
 
     # -- 1-2: propose and gate -------------------------------------------------------------
     def propose(self, t: int) -> tuple[list[ChainTask], list[Slot]]:
