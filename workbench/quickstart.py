@@ -43,8 +43,8 @@ SHORT = Quickstart(steps=6, slots=8, eval_limit=20, overrides={
 # questions from comparison alone did not move it (-0.4); at the paper's temperature 0.6 (seeds 0-4:
 # +2.2, -1.0, +1.0, +0.4, -0.2; 1 of 5 intervals above 0); these settings, seeds 0-4: +1.2 [+0.2, +2.4],
 # -0.8 [-2.6, +1.0], +2.0 [+0.2, +3.8], -0.8 [-2.4, +0.8], +1.8 [+0.0, +3.8] (2 of 5). Variants of these
-# (two-hop and three-hop seed questions, four steps a round, lr 1e-4, 20 rounds, validation on 100
-# questions) learned no more (LOG.md)
+# (two-hop and three-hop seed questions, four steps a round, lr 1e-4, 20 rounds, 32 slots, validation on
+# 100 questions) learned no more (LOG.md)
 LONG = Quickstart(steps=14, slots=16, eval_limit=100, overrides={
     "method.minibatches": 2, "method.warmup_steps": 0, "method.lr": 5e-5, "method.val_questions": 8,
     "method.seed_families": "comparison,two_hop,three_hop", "rollout.temperature": 1.0,
