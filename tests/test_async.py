@@ -16,7 +16,6 @@ from workbench.policy.rollout import response_logprobs
 STALE = {"method.async_staleness": 1}
 
 
-
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("async") / "smoke.duckdb"

@@ -30,7 +30,6 @@ def _run(db, runs, run, steps, *args):
                           capture_output=True, text=True, timeout=600)
 
 
-
 def _rounds(db, run):
     con = store.connect(db, read_only=True)
     try:

@@ -12,8 +12,6 @@ from workbench.method.run_store import METRIC_KEYS
 from workbench.method.train import ensure_world, train
 
 
-
-
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("loop") / "smoke.duckdb"
