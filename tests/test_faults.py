@@ -95,6 +95,27 @@ def test_kill_in_the_best_swap_keeps_a_best(world, tmp_path):
     _kill_and_resume(world, tmp_path, "best_swap", kill_round=0)
 
 
+def test_kill_in_the_average_swap_then_resume_averages_as_the_uninterrupted_run(world, tmp_path):
+    """``method.weight_average``: killed between moving round 1's old ``average`` aside and putting the
+    new one in, the resumed run restores it, redoes round 1 and ends with the uninterrupted run's mean."""
+    from safetensors.torch import load_file
+
+    folder, base_db, _ = world
+    db, runs, on = tmp_path / "smoke.duckdb", tmp_path / "runs", json.dumps({"method.weight_average": True})
+    shutil.copy(base_db, db)
+    whole = _run(db, runs, "avg-whole", 2, "--set", on)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    killed = _run(db, runs, "r", 2, "--point", "average_swap", "--set", on)
+    assert killed.returncode == -9, f"not killed ({killed.returncode}): {killed.stderr[-1500:]}"
+    assert (runs / "r" / ".average-old").exists() and not (runs / "r" / "average").exists()
+    resumed = _run(db, runs, "r", 2, "--resume", "--set", on)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert without_clock(json.loads(resumed.stdout.splitlines()[-1])) == without_clock(json.loads(whole.stdout.splitlines()[-1]))
+    a, b = (load_file(runs / r / "average" / "model.safetensors") for r in ("avg-whole", "r"))
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    assert not list((runs / "r").glob(".average-*"))
+
+
 # ----------------------------------------------------------------- imports and pool builds (issue 12)
 # The same style: a real SIGKILL of a subprocess at a named point (tests/fixtures/fault_import.py);
 # afterwards the store is exactly as before or exactly as after an uninterrupted run, and a rerun

@@ -349,3 +349,29 @@ def test_skip_zero_advantage_leaves_groups_of_equal_rewards_out_of_the_update(db
     slots = m.chains_per_round * m.admit_top_k
     assert len(seen[False]) == slots * m.group_size and sum(a > 0 for a in seen[False]) == m.group_size
     assert len(seen[True]) == m.group_size and all(a > 0 for a in seen[True])
+
+
+def test_weight_average_is_the_mean_of_the_rounds_weights_and_survives_a_resume(db):
+    """``method.weight_average``: ``runs/<run>/average`` holds the mean of the policy's weights after
+    each round; a run resumed from its checkpoint averages exactly what an uninterrupted one does."""
+    from safetensors.torch import load_file
+
+    on = {"method.weight_average": True}
+    train(db, run="avg-whole", method="coevokg", preset="smoke", steps=2, progress=False, log=None, overrides=on)
+    train(db, run="avg-parts", method="coevokg", preset="smoke", steps=1, progress=False, log=None, overrides=on)
+    runs = paths.runs_dir()
+    first = load_file(runs / "avg-parts/checkpoints/round-000001/model/model.safetensors")
+    assert json.loads((runs / "avg-parts/average/workbench.json").read_text())["rounds_averaged"] == 1
+    train(db, run="avg-parts", method="coevokg", preset="smoke", steps=2, resume=True, progress=False, log=None,
+          overrides=on)
+    second = load_file(runs / "avg-parts/checkpoints/round-000002/model/model.safetensors")
+    assert any(not (first[k] == second[k]).all() for k in first)  # the rounds moved the weights
+    whole, parts = (load_file(runs / f"{r}/average/model.safetensors") for r in ("avg-whole", "avg-parts"))
+    assert set(parts) == set(first)
+    for k in first:
+        assert (parts[k] == whole[k]).all()
+        assert ((parts[k] - (first[k] + second[k]) / 2).abs() <= 1e-6).all()
+    assert json.loads((runs / "avg-parts/average/workbench.json").read_text())["rounds_averaged"] == 2
+    with pytest.raises(ValueError, match="method.weight_average with method.lora_rank=4"):
+        train(db, run="avg-lora", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
+              overrides={**on, "method.lora_rank": 4})

@@ -158,6 +158,9 @@ class MethodConfig:
     # (GRPO advantage 0, Eq. 11) stay out of the update; they carry no policy gradient, only the KL term, and
     # cost most of a CPU round's update where most groups are all right or all wrong
     skip_zero_advantage: bool = False
+    # ours (issue 46): the running mean of the policy's weights over the rounds, written to runs/<run>/average
+    # after each round (method/averaging.py; Polyak-Ruppert averaging); a full fine-tune's weights only
+    weight_average: bool = False
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer
     lora_alpha: int = 32  # ours: LoRA's alpha (the adapters' scale is alpha / rank)

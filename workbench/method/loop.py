@@ -198,6 +198,7 @@ class Trainer:
         self.path_params = PathSupportParams.of(m)
         self._g0: EvidenceGraph | None = None
         self.extensions = [e for make in RUN_EXTENSIONS.values() if (e := make(self)) is not None]
+        self.average = None  # the weight average (method.weight_average), which train() sets and keeps
         self.pending: Pending | None = None  # round t+1's rollouts under method.async_staleness = 1
         if con is None:  # a rank other than 0: rank 0 owns the store and its reads
             self.titles, self.seed_pool = {}, []

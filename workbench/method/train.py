@@ -44,6 +44,7 @@ from workbench.limits import default_device
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.method import distributed
 from workbench.method.asynchronous import check_config as check_async, load_pending, save_pending
+from workbench.method.averaging import WeightAverage
 from workbench.method.iterations import save_iteration
 from workbench.method.loop import Laps, Trainer
 from workbench.method.methods import method_spec, uses_kg_tool, warmstart_demos
@@ -175,6 +176,9 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
                 trainer.pending = load_pending(found, state["completed"])  # method.async_staleness's next round
         for extension in trainer.extensions:  # a peer's state across rounds (Dr. Free's anchor)
             extension.resumed(folder, state["completed"])
+        if cfg.method.weight_average:
+            with damaged_checkpoint(found):
+                trainer.average = WeightAverage.resume(found, state.get("averaged", 0))
         if dist is not None:
             distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
@@ -215,6 +219,9 @@ def _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite
     cfg = get_preset(preset, **overrides)
     distributed.check_config(cfg, spec, world)
     check_async(cfg, spec)
+    if cfg.method.weight_average and cfg.method.lora_rank:
+        raise ValueError(f"method.weight_average with method.lora_rank={cfg.method.lora_rank}: the average is of a full "
+                         "fine-tune's weights; use method.lora_rank=0, or method.weight_average=false")
     return folder, spec, cfg
 
 
@@ -411,10 +418,14 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             lap("commit")
             if val is not None and val > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
-                _save_best(trainer.policy, folder, base, trainer.spec.name, trainer.run, t, metrics["val_em"],
-                           tool_settings(cfg.method) if trainer.kg is not None else None,
-                           trainer.graph.settings if trainer.graph is not None else None)
+                _save_policy(trainer, folder, base, "best", t, metrics["val_em"])
                 lap("best")
+            if trainer.average is not None:
+                trainer.average.add(trainer.policy.model)
+                state["averaged"] = trainer.average.count
+                with trainer.average.swapped_into(trainer.policy.model):
+                    _save_policy(trainer, folder, base, "average", t, val, {"rounds_averaged": trainer.average.count})
+                lap("average")
             state["completed"] = t + 1
             if len(trainer.iteration_ends) > 1 and state["completed"] in trainer.iteration_ends:
                 _end_iteration(trainer, folder, trainer.iteration_ends.index(state["completed"]) + 1)
@@ -495,14 +506,15 @@ def _check_folder(folder: Path, db: str, runs: RunStore | None, resume: bool, ov
 
 
 def _recover_best(folder: Path) -> None:
-    """Undo a best-swap that a kill interrupted: the previous best comes back (the interrupted
-    round is recomputed on resume, and saves its best again)."""
-    old = folder / ".best-old"
-    if old.exists() and not (folder / "best").exists():
-        old.rename(folder / "best")
-    for tmp in folder.glob(".best-*"):
-        if tmp != old and tmp.is_dir():
-            shutil.rmtree(tmp)
+    """Undo a swap of ``best`` or ``average`` that a kill interrupted: the previous one comes back
+    (the interrupted round is recomputed on resume, and saves both again)."""
+    for name in ("best", "average"):
+        old = folder / f".{name}-old"
+        if old.exists() and not (folder / name).exists():
+            old.rename(folder / name)
+        for tmp in folder.glob(f".{name}-*"):
+            if tmp != old and tmp.is_dir():
+                shutil.rmtree(tmp)
 
 
 def base_model(con, cfg: Config, spec, log=None):
@@ -525,27 +537,30 @@ def kg_warmstart(spec, cfg: Config) -> dict | None:
     return {k: v for k, v in tool_settings(cfg.method).items() if k != "filter"}
 
 
-def _save_best(policy, folder: Path, base, method: str, run: str, t: int, val_em: float,
-               kg_tool: dict | None = None, graph_tools: dict | None = None) -> None:
-    """The best-validation policy, with a ``workbench.json`` holding its Table 1 labels (the base's
-    backbone, this method) and where it came from, so ``workbench eval`` names its row without flags
-    (and, for a solver offered the KG tool or EoG's graph tools, their settings: eval offers them too).
-    Written beside the old one, then swapped in."""
+def _save_policy(trainer: Trainer, folder: Path, base, name: str, t: int, val_em: float | None,
+                 extra: dict | None = None) -> None:
+    """The policy as ``folder/name`` (``best``: the best-validation policy; ``average``: the weight
+    average, swapped in by the caller), with a ``workbench.json`` holding its Table 1 labels (the
+    base's backbone, this method) and where it came from, so ``workbench eval`` names its row without
+    flags (and, for a solver offered the KG tool or EoG's graph tools, their settings: eval offers them
+    too). Written beside the old one, then swapped in."""
     from workbench.policy.model import model_labels
 
-    tmp = Path(tempfile.mkdtemp(prefix=".best-", dir=folder))
-    with written_whole(tmp, "the best-validation policy"):
-        policy.save(tmp)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=folder))
+    kg_tool = tool_settings(trainer.cfg.method) if trainer.kg is not None else None
+    graph_tools = trainer.graph.settings if trainer.graph is not None else None
+    with written_whole(tmp, f"the {name} policy"):
+        trainer.policy.save(tmp)
         (tmp / "workbench.json").write_text(json.dumps(
-            {"backbone": model_labels(base)["backbone"], "method": method, "run": run, "round": t, "val_em": val_em,
-             "base": str(base), **({"kg_tool": kg_tool} if kg_tool else {}),
+            {"backbone": model_labels(base)["backbone"], "method": trainer.spec.name, "run": trainer.run, "round": t,
+             "val_em": val_em, "base": str(base), **(extra or {}), **({"kg_tool": kg_tool} if kg_tool else {}),
              **({"graph_tools": graph_tools} if graph_tools else {})}, indent=2))
-    best, old = folder / "best", folder / ".best-old"
+    final, old = folder / name, folder / f".{name}-old"
     if old.exists():
         shutil.rmtree(old)
-    if best.exists():
-        best.rename(old)
-    tmp.rename(best)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -569,9 +584,9 @@ def written_whole(tmp: Path, what: str):
 
 def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
     """Write ``checkpoints/round-NNNNNN`` whole (the policy's ``model``, or a LoRA policy's
-    ``adapter`` only; ``Trainer.state_dict``; ``state.json`` last) under a temporary name, rename it
-    into place, then delete older checkpoints: a kill at any point leaves the last complete one for
-    :func:`latest_checkpoint`."""
+    ``adapter`` only; ``Trainer.state_dict``; the weight average, if any; ``state.json`` last) under a
+    temporary name, rename it into place, then delete older checkpoints: a kill at any point leaves the
+    last complete one for :func:`latest_checkpoint`."""
     root = folder / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"round-{state['completed']:06d}"
@@ -584,6 +599,8 @@ def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
         trainer_state = trainer.state_dict()
         torch.save(trainer_state.pop("optimizer"), tmp / "optimizer.pt")
         save_pending(tmp, trainer.pending)  # the next round's rollouts under method.async_staleness, if any
+        if trainer.average is not None:  # method.weight_average: the mean so far (its count is in the state)
+            trainer.average.save(tmp)
         (tmp / "state.json").write_text(json.dumps({**state, **trainer_state}))
     if final.exists():  # a stale copy of this round (an earlier, interrupted attempt)
         shutil.rmtree(final)

@@ -1,0 +1,88 @@
+"""The policy's weights averaged over a run's rounds (``method.weight_average``; ours, not the paper).
+
+After each round's update the running mean of the policy's weights takes in the new weights
+(Polyak-Ruppert averaging; Izmailov et al. 2018 call it stochastic weight averaging). On the CPU tier
+a round's update learns from a handful of groups whose rewards differ, so each step moves the weights
+by what the rewards teach plus much noise; the mean keeps the first and averages away part of the
+second. ``train`` writes the mean to ``runs/<run>/average`` after every round and keeps it in each
+checkpoint, so a resumed run averages exactly what an uninterrupted one does.
+
+Example:
+    >>> import torch
+    >>> layer = torch.nn.Linear(2, 1, bias=False)
+    >>> mean = WeightAverage()
+    >>> for value in (1.0, 3.0):
+    ...     _ = layer.weight.data.fill_(value)
+    ...     mean.add(layer)
+    >>> mean.count, mean.mean["weight"].tolist()
+    (2, [[2.0, 2.0]])
+    >>> with mean.swapped_into(layer):
+    ...     layer.weight.tolist()
+    [[2.0, 2.0]]
+    >>> layer.weight.tolist()
+    [[3.0, 3.0]]
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import torch
+
+FILE = "average.safetensors"  # a checkpoint's copy of the mean
+
+
+class WeightAverage:
+    """The running mean of a model's floating-point weights (float32, on the CPU) over ``count`` adds."""
+
+    def __init__(self, mean: dict | None = None, count: int = 0):
+        self.mean = dict(mean or {})
+        self.count = count
+
+    @torch.no_grad()
+    def add(self, model: torch.nn.Module) -> None:
+        """Take the model's current weights into the mean."""
+        self.count += 1
+        for name, weight in model.state_dict().items():
+            if not weight.is_floating_point():
+                continue
+            weight = weight.detach().to("cpu", torch.float32)
+            if name in self.mean:
+                self.mean[name] += (weight - self.mean[name]) / self.count
+            else:
+                self.mean[name] = weight.clone()
+
+    @contextlib.contextmanager
+    def swapped_into(self, model: torch.nn.Module):
+        """Inside the block the model holds the mean; after it, its own weights again."""
+        state = model.state_dict()
+        own = {name: state[name].detach().clone() for name in self.mean}
+        with torch.no_grad():
+            for name, value in self.mean.items():
+                state[name].copy_(value)
+        try:
+            yield model
+        finally:
+            with torch.no_grad():
+                for name, value in own.items():
+                    state[name].copy_(value)
+
+    def save(self, checkpoint: Path) -> None:
+        """Write the mean into a checkpoint folder (its count goes into the checkpoint's state)."""
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in self.mean.items()}, str(Path(checkpoint) / FILE))
+
+    @classmethod
+    def resume(cls, checkpoint: Path | None, count: int) -> WeightAverage:
+        """The mean a checkpoint holds (``count`` rounds' weights), or an empty one for a new run."""
+        from safetensors.torch import load_file
+
+        if checkpoint is None or count == 0:
+            return cls()
+        path = Path(checkpoint) / FILE
+        if not path.exists():
+            raise ValueError(f"--resume: {path} is missing, but the checkpoint says {count} rounds were averaged "
+                             "(method.weight_average); the checkpoint is damaged: start the run anew with --overwrite")
+        return cls(load_file(str(path)), count)
