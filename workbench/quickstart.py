@@ -43,7 +43,8 @@ SHORT = Quickstart(steps=6, slots=8, eval_limit=20, overrides={
 # on test: lr 1e-4 (-2.4 [-4.6, -0.4] at 8 slots and 4 steps a round), seed questions of comparison
 # alone (-0.4), the paper's temperature 0.6 (1 of 5 intervals above 0), and, on top of these settings,
 # two-hop and three-hop seed questions, four steps a round, lr 1e-4, 20 rounds, 32 slots or validation
-# on 100 questions (LOG.md has the numbers and the commands)
+# on 100 questions; the last checkpoint; two-hop and three-hop seed questions with the rounds' weight
+# average tested (method.weight_average: 3 of 5 intervals above 0; LOG.md has the numbers and the commands)
 LONG = Quickstart(steps=14, slots=16, eval_limit=100, overrides={
     "method.minibatches": 2, "method.warmup_steps": 0, "method.lr": 5e-5, "method.val_questions": 8,
     "method.seed_families": "comparison,two_hop,three_hop", "rollout.temperature": 1.0,
