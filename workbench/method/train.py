@@ -424,7 +424,7 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
                 trainer.average.add(trainer.policy.model)
                 state["averaged"] = trainer.average.count
                 with trainer.average.swapped_into(trainer.policy.model):
-                    _save_policy(trainer, folder, base, "average", t, val, {"rounds_averaged": trainer.average.count})
+                    _save_policy(trainer, folder, base, "average", t, None, {"rounds_averaged": trainer.average.count})
                 lap("average")
             state["completed"] = t + 1
             if len(trainer.iteration_ends) > 1 and state["completed"] in trainer.iteration_ends:
