@@ -69,20 +69,22 @@ class WeightAverage:
                     state[name].copy_(value)
 
     def save(self, checkpoint: Path) -> None:
-        """Write the mean into a checkpoint folder (its count goes into the checkpoint's state)."""
+        """Write the mean, with its count, into a checkpoint folder."""
         from safetensors.torch import save_file
 
-        save_file({k: v.contiguous() for k, v in self.mean.items()}, str(Path(checkpoint) / FILE))
+        save_file({k: v.contiguous() for k, v in self.mean.items()}, str(Path(checkpoint) / FILE),
+                  metadata={"count": str(self.count)})
 
     @classmethod
-    def resume(cls, checkpoint: Path | None, count: int) -> WeightAverage:
-        """The mean a checkpoint holds (``count`` rounds' weights), or an empty one for a new run."""
-        from safetensors.torch import load_file
+    def resume(cls, checkpoint: Path | None) -> WeightAverage:
+        """The mean a checkpoint holds, or an empty one for a new run (``checkpoint`` None)."""
+        from safetensors import safe_open
 
-        if checkpoint is None or count == 0:
+        if checkpoint is None:
             return cls()
         path = Path(checkpoint) / FILE
         if not path.exists():
-            raise ValueError(f"--resume: {path} is missing, but the checkpoint says {count} rounds were averaged "
-                             "(method.weight_average); the checkpoint is damaged: start the run anew with --overwrite")
-        return cls(load_file(str(path)), count)
+            raise ValueError(f"--resume: {path} is missing, but the run averages its weights (method.weight_average); "
+                             "the checkpoint is damaged: start the run anew with --overwrite")
+        with safe_open(str(path), "pt") as f:
+            return cls({k: f.get_tensor(k) for k in f.keys()}, int(f.metadata()["count"]))

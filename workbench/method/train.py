@@ -178,7 +178,7 @@ def train(db, run: str, method: str = "coevokg", preset: str = "tiny", steps: in
             extension.resumed(folder, state["completed"])
         if cfg.method.weight_average:
             with damaged_checkpoint(found):
-                trainer.average = WeightAverage.resume(found, state.get("averaged", 0))
+                trainer.average = WeightAverage.resume(found)
         if dist is not None:
             distributed.lead(dist, trainer, base, found, state)
         runs.forget_from(state["completed"])
@@ -422,7 +422,6 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
                 lap("best")
             if trainer.average is not None:
                 trainer.average.add(trainer.policy.model)
-                state["averaged"] = trainer.average.count
                 with trainer.average.swapped_into(trainer.policy.model):
                     _save_policy(trainer, folder, base, "average", t, None, {"rounds_averaged": trainer.average.count})
                 lap("average")
@@ -599,7 +598,7 @@ def save_checkpoint(folder: Path, trainer: Trainer, state: dict) -> Path:
         trainer_state = trainer.state_dict()
         torch.save(trainer_state.pop("optimizer"), tmp / "optimizer.pt")
         save_pending(tmp, trainer.pending)  # the next round's rollouts under method.async_staleness, if any
-        if trainer.average is not None:  # method.weight_average: the mean so far (its count is in the state)
+        if trainer.average is not None:  # method.weight_average: the mean so far, with its count
             trainer.average.save(tmp)
         (tmp / "state.json").write_text(json.dumps({**state, **trainer_state}))
     if final.exists():  # a stale copy of this round (an earlier, interrupted attempt)
