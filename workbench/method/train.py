@@ -477,7 +477,7 @@ def _claim_folder(folder: Path, db: str, runs: RunStore, resume: bool, overwrite
             shutil.rmtree(folder)  # exactly this run's folder: run.json names this store
     folder.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"run": folder.name, "store": db}))
-    _recover_best(folder)
+    _recover_swaps(folder)
 
 
 def _check_folder(folder: Path, db: str, runs: RunStore | None, resume: bool, overwrite: bool):
@@ -504,7 +504,7 @@ def _check_folder(folder: Path, db: str, runs: RunStore | None, resume: bool, ov
     return owner, exists
 
 
-def _recover_best(folder: Path) -> None:
+def _recover_swaps(folder: Path) -> None:
     """Undo a swap of ``best`` or ``average`` that a kill interrupted: the previous one comes back
     (the interrupted round is recomputed on resume, and saves both again)."""
     for name in ("best", "average"):
