@@ -95,19 +95,23 @@ def test_kill_in_the_best_swap_keeps_a_best(world, tmp_path):
     _kill_and_resume(world, tmp_path, "best_swap", kill_round=0)
 
 
-def test_kill_in_the_average_swap_then_resume_averages_as_the_uninterrupted_run(world, tmp_path):
+@pytest.mark.parametrize("share, point", [(1.0, "average_swap"), (0.5, "before_checkpoint")])
+def test_kill_in_an_averaged_round_then_resume_averages_as_the_uninterrupted_run(world, tmp_path, share, point):
     """``method.weight_average``: killed between moving round 1's old ``average`` aside and putting the
-    new one in, the resumed run restores it, redoes round 1 and ends with the uninterrupted run's mean."""
+    new one in (every round averaged), or before round 1's checkpoint (the last half: round 0's
+    checkpoint holds an empty mean), the resumed run redoes round 1 and ends with the uninterrupted
+    run's mean."""
     from safetensors.torch import load_file
 
     folder, base_db, _ = world
-    db, runs, on = tmp_path / "smoke.duckdb", tmp_path / "runs", json.dumps({"method.weight_average": True})
+    db, runs, on = tmp_path / "smoke.duckdb", tmp_path / "runs", json.dumps({"method.weight_average": share})
     shutil.copy(base_db, db)
     whole = _run(db, runs, "avg-whole", 2, "--set", on)
     assert whole.returncode == 0, whole.stderr[-2000:]
-    killed = _run(db, runs, "r", 2, "--point", "average_swap", "--set", on)
+    killed = _run(db, runs, "r", 2, "--point", point, "--set", on)
     assert killed.returncode == -9, f"not killed ({killed.returncode}): {killed.stderr[-1500:]}"
-    assert (runs / "r" / ".average-old").exists() and not (runs / "r" / "average").exists()
+    if point == "average_swap":
+        assert (runs / "r" / ".average-old").exists() and not (runs / "r" / "average").exists()
     resumed = _run(db, runs, "r", 2, "--resume", "--set", on)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert without_clock(json.loads(resumed.stdout.splitlines()[-1])) == without_clock(json.loads(whole.stdout.splitlines()[-1]))

@@ -356,7 +356,7 @@ def test_weight_average_is_the_mean_of_the_rounds_weights_and_survives_a_resume(
     each round; a run resumed from its checkpoint averages exactly what an uninterrupted one does."""
     from safetensors.torch import load_file
 
-    on = {"method.weight_average": True}
+    on = {"method.weight_average": 1.0}
     train(db, run="avg-whole", method="coevokg", preset="smoke", steps=2, progress=False, log=None, overrides=on)
     train(db, run="avg-parts", method="coevokg", preset="smoke", steps=1, progress=False, log=None, overrides=on)
     runs = paths.runs_dir()
@@ -375,3 +375,21 @@ def test_weight_average_is_the_mean_of_the_rounds_weights_and_survives_a_resume(
     with pytest.raises(ValueError, match="method.weight_average with method.lora_rank=4"):
         train(db, run="avg-lora", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
               overrides={**on, "method.lora_rank": 4})
+
+
+def test_weight_average_of_the_last_half_leaves_the_first_rounds_out(db):
+    """``method.weight_average=0.5`` over two rounds: no ``average`` after round 1, which stays out of
+    the mean; after round 2 the mean is round 2's weights alone."""
+    from safetensors.torch import load_file
+
+    runs = paths.runs_dir()
+    first = train(db, run="avg-tail-1", method="coevokg", preset="smoke", steps=2, progress=False, log=None,
+                  overrides={"method.weight_average": 0.5})
+    assert len(first) == 2
+    average = load_file(runs / "avg-tail-1/average/model.safetensors")
+    last = load_file(runs / "avg-tail-1/checkpoints/round-000002/model/model.safetensors")
+    assert all((average[k] == last[k]).all() for k in last)
+    assert json.loads((runs / "avg-tail-1/average/workbench.json").read_text())["rounds_averaged"] == 1
+    with pytest.raises(ValueError, match=r"method.weight_average.*a share of the rounds in \[0, 1\]"):
+        train(db, run="avg-bad", method="coevokg", preset="smoke", steps=1, progress=False, log=None,
+              overrides={"method.weight_average": 1.5})

@@ -158,9 +158,10 @@ class MethodConfig:
     # (GRPO advantage 0, Eq. 11) stay out of the update; they carry no policy gradient, only the KL term, and
     # cost most of a CPU round's update where most groups are all right or all wrong
     skip_zero_advantage: bool = False
-    # ours (issue 46): the running mean of the policy's weights over the rounds, written to runs/<run>/average
-    # after each round (method/averaging.py; Polyak-Ruppert averaging); a full fine-tune's weights only
-    weight_average: bool = False
+    # ours (issue 46): the share of the run's last rounds whose policy weights are averaged, the mean written to
+    # runs/<run>/average after each of them (method/averaging.py): 0 = off, 0.5 = the last half (stochastic weight
+    # averaging's usual tail), 1 = every round (Polyak-Ruppert); a full fine-tune's weights only
+    weight_average: float = 0.0
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer
     lora_alpha: int = 32  # ours: LoRA's alpha (the adapters' scale is alpha / rank)
@@ -410,6 +411,7 @@ RULES: dict[str, tuple] = {
     "method.async_staleness": (_within(0, 1), "0 (the synchronous round) or 1 (round t+1's rollouts sampled by the "
                                               "policy before round t's update, while it runs)"),
     "method.warmup_steps": (_at_least(0), "an integer >= 0"),
+    "method.weight_average": (_within(0, 1), "a share of the rounds in [0, 1] (0 = off, 0.5 = the last half, 1 = every round)"),
     "method.val_questions": (_at_least(0), "an integer >= 0"),
     "method.val_every": (_at_least(1), "an integer >= 1 (validate every k-th round and the last)"),
     "method.topology_max_answers": (_at_least(1), "an integer >= 1"),

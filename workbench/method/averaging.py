@@ -1,11 +1,13 @@
-"""The policy's weights averaged over a run's rounds (``method.weight_average``; ours, not the paper).
+"""The policy's weights averaged over a run's last rounds (``method.weight_average``; ours, not the paper).
 
-After each round's update the running mean of the policy's weights takes in the new weights
-(Polyak-Ruppert averaging; Izmailov et al. 2018 call it stochastic weight averaging). On the CPU tier
-a round's update learns from a handful of groups whose rewards differ, so each step moves the weights
-by what the rewards teach plus much noise; the mean keeps the first and averages away part of the
-second. ``train`` writes the mean to ``runs/<run>/average`` after every round and keeps it in each
-checkpoint, so a resumed run averages exactly what an uninterrupted one does.
+After each of the last rounds' updates the running mean of the policy's weights takes in the new
+weights: over every round this is Polyak-Ruppert averaging, over the tail of training it is what
+Izmailov et al. (2018) call stochastic weight averaging. On the CPU tier a round's update learns from
+a handful of groups whose rewards differ, so each step moves the weights by what the rewards teach
+plus much noise; the mean keeps the first and averages away part of the second. The early rounds'
+weights, which have learned least, are left out by averaging only the tail. ``train`` writes the mean
+to ``runs/<run>/average`` after each averaged round and keeps it in each checkpoint, so a resumed run
+averages exactly what an uninterrupted one does.
 
 Example:
     >>> import torch
@@ -31,6 +33,19 @@ from pathlib import Path
 import torch
 
 FILE = "average.safetensors"  # a checkpoint's copy of the mean
+
+
+def first_averaged(share: float, steps: int) -> int:
+    """The first round (0-based) whose weights enter the mean when the last ``share`` of a run's
+    ``steps`` rounds are averaged: the last ``round(share * steps)`` rounds, at least one.
+
+    Example:
+        >>> first_averaged(0.5, 14), first_averaged(1.0, 14), first_averaged(0.01, 14)
+        (7, 0, 13)
+    """
+    if not 0 < share <= 1:
+        raise ValueError(f"method.weight_average: need a share of the rounds in (0, 1], got {share!r}")
+    return steps - max(1, round(share * steps))
 
 
 class WeightAverage:
@@ -69,7 +84,8 @@ class WeightAverage:
                     state[name].copy_(value)
 
     def save(self, checkpoint: Path) -> None:
-        """Write the mean, with its count, into a checkpoint folder."""
+        """Write the mean, with its count, into a checkpoint folder (an empty mean too: the rounds before
+        the averaged tail checkpoint a count of 0)."""
         from safetensors.torch import save_file
 
         save_file({k: v.contiguous() for k, v in self.mean.items()}, str(Path(checkpoint) / FILE),

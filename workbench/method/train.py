@@ -44,7 +44,7 @@ from workbench.limits import default_device
 from workbench.config import CHANGED_DEFAULTS, Config, preset as get_preset
 from workbench.method import distributed
 from workbench.method.asynchronous import check_config as check_async, load_pending, save_pending
-from workbench.method.averaging import WeightAverage
+from workbench.method.averaging import WeightAverage, first_averaged
 from workbench.method.iterations import save_iteration
 from workbench.method.loop import Laps, Trainer
 from workbench.method.methods import method_spec, uses_kg_tool, warmstart_demos
@@ -221,7 +221,7 @@ def _run_settings(run, method, preset, steps, seed, overrides, resume, overwrite
     check_async(cfg, spec)
     if cfg.method.weight_average and cfg.method.lora_rank:
         raise ValueError(f"method.weight_average with method.lora_rank={cfg.method.lora_rank}: the average is of a full "
-                         "fine-tune's weights; use method.lora_rank=0, or method.weight_average=false")
+                         "fine-tune's weights; use method.lora_rank=0, or method.weight_average=0")
     return folder, spec, cfg
 
 
@@ -420,7 +420,7 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
                 state["best_val"] = metrics["val_em"]
                 _save_policy(trainer, folder, base, "best", t, metrics["val_em"])
                 lap("best")
-            if trainer.average is not None:
+            if trainer.average is not None and t >= first_averaged(cfg.method.weight_average, steps):
                 trainer.average.add(trainer.policy.model)
                 with trainer.average.swapped_into(trainer.policy.model):
                     _save_policy(trainer, folder, base, "average", t, None, {"rounds_averaged": trainer.average.count})
