@@ -44,7 +44,7 @@ SHORT = Quickstart(steps=6, slots=8, eval_limit=20, overrides={
 # lr 1e-4 (-2.4 [-4.6, -0.4] at 8 slots and 4 steps a round), comparison seed questions alone (-0.4), the
 # paper's temperature 0.6, four steps a round, 32 slots and validation on 100 questions did no better;
 # two-hop and three-hop seed questions with the mean of every round's weights gave 3 of 5, with the mean of
-# the last half's 3 of 5 at 14 rounds and the 20 rounds below
+# the last half's 3 of 5 at 14 rounds and 5 of 5 at the 20 rounds below
 LONG = Quickstart(steps=20, slots=16, eval_limit=200, overrides={
     "method.minibatches": 2, "method.warmup_steps": 0, "method.lr": 5e-5, "method.val_questions": 8,
     "method.seed_families": "two_hop,three_hop", "rollout.temperature": 1.0,
@@ -52,7 +52,7 @@ LONG = Quickstart(steps=20, slots=16, eval_limit=200, overrides={
 
 
 def settings(long: bool = False) -> Quickstart:
-    """``LONG`` (``make quickstart LONG=1``, 10.5 min on a quiet 2-core machine, 25.5 on a loaded one) or ``SHORT`` (about 3 minutes)."""
+    """``LONG`` (``make quickstart LONG=1``, 17.5-28 minutes on a 2-core machine) or ``SHORT`` (about 3 minutes)."""
     return LONG if long else SHORT
 
 
