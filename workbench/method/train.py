@@ -405,6 +405,7 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
         return int(len(ids)), int(counts.sum())
 
     cfg, steps = trainer.cfg, trainer.cfg.method.steps
+    averaged_from = first_averaged(cfg.method.weight_average, steps) if trainer.average is not None else steps
     _write_progress(trainer, folder, state, "running")
     with round_bar(trainer.run, trainer.spec.name, state["completed"], steps, enabled=progress) as bar:
         for t in range(state["completed"], steps):
@@ -420,7 +421,7 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
                 state["best_val"] = metrics["val_em"]
                 _save_policy(trainer, folder, base, "best", t, metrics["val_em"])
                 lap("best")
-            if trainer.average is not None and t >= first_averaged(cfg.method.weight_average, steps):
+            if t >= averaged_from:  # method.weight_average's tail
                 trainer.average.add(trainer.policy.model)
                 with trainer.average.swapped_into(trainer.policy.model):
                     _save_policy(trainer, folder, base, "average", t, None, {"rounds_averaged": trainer.average.count})
