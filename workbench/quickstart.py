@@ -4,8 +4,8 @@ ours, and the one sentence that closes the notebook.
 ``SHORT`` is the 5-minute run; it shows the loop working, not a gain (over seven seeds +0.0 to +0.6
 test EM points, none significant; LOG.md, session 4). ``LONG`` is what issue 46's CPU probes found to
 show learning: 20 rounds of twice the slots, two optimiser steps a round from round 0 at lr 5e-5, seed
-questions from two-hop and three-hop (the comparison family, a coin flip for the tiny solver, mostly
-flipped answers both ways), rollouts sampled at temperature 1.0 (at the paper's 0.6, 13 of 60 seed
+questions from two-hop and three-hop (not comparison: there the tiny solver is near a coin flip and
+small weight changes flipped its answers both ways), rollouts sampled at temperature 1.0 (at the paper's 0.6, 13 of 60 seed
 questions' groups had rewards that differ; at 1.0, 30), groups of equal rewards left out of the update
 (they carry no policy gradient), and the mean of the last half of the rounds' weights tested
 (``method.weight_average=0.5``), not the best-validation round. Its results over training seeds 0-4
