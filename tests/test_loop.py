@@ -377,6 +377,34 @@ def test_weight_average_is_the_mean_of_the_rounds_weights_and_survives_a_resume(
               overrides={**on, "method.lora_rank": 4})
 
 
+def test_a_run_that_averages_validates_the_mean_it_saves(db, monkeypatch):
+    """Each averaged round validates the policy, then the running mean with the weights
+    ``runs/<run>/average`` holds (``val_em_average``); rounds before the tail record it as null."""
+    from safetensors.torch import load_file
+
+    import workbench.method.train as train_module
+
+    seen = []  # (the weights validated, the EM returned)
+
+    def validation_em(trainer, limit):
+        seen.append(({k: v.detach().clone() for k, v in trainer.policy.model.state_dict().items()}, len(seen) / 10))
+        return seen[-1][1]
+
+    monkeypatch.setattr(train_module, "validation_em", validation_em)
+    metrics = train(db, run="avg-val", method="coevokg", preset="smoke", steps=3, progress=False, log=None,
+                    overrides={"method.weight_average": 0.67})  # rounds 2 and 3
+    runs = paths.runs_dir()
+    average = load_file(runs / "avg-val/average/model.safetensors")
+    policy = load_file(runs / "avg-val/checkpoints/round-000003/model/model.safetensors")
+    assert [m["val_em"] for m in metrics] == [0.0, 0.1, 0.3]
+    assert [m["val_em_average"] for m in metrics] == [None, 0.2, 0.4]
+    assert len(seen) == 5 and all((seen[3][0][k] == policy[k]).all() for k in policy)
+    assert all(((seen[4][0][k] - average[k]).abs() <= 1e-6).all() for k in average)
+    assert any(not (seen[4][0][k] == policy[k]).all() for k in policy)  # the mean is not the last round
+    plain = train(db, run="avg-val-off", method="coevokg", preset="smoke", steps=1, progress=False, log=None)
+    assert "val_em_average" not in plain[0]
+
+
 def test_weight_average_of_the_last_half_leaves_the_first_rounds_out(db):
     """``method.weight_average=0.5`` over two rounds: no ``average`` after round 1, which stays out of
     the mean; after round 2 the mean is round 2's weights alone."""

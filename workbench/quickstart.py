@@ -46,8 +46,8 @@ SHORT = Quickstart(steps=6, slots=8, eval_limit=20, overrides={
 # two-hop and three-hop seed questions with the mean of every round's weights gave 3 of 5, with the mean of
 # the last half's 3 of 5 at 14 rounds and 5 of 5 at the 20 rounds below
 LONG = Quickstart(steps=20, slots=16, eval_limit=200, overrides={
-    "method.minibatches": 2, "method.warmup_steps": 0, "method.lr": 5e-5, "method.val_questions": 8,
-    "method.seed_families": "two_hop,three_hop", "rollout.temperature": 1.0,
+    "method.minibatches": 2, "method.warmup_steps": 0, "method.lr": 5e-5, "method.val_questions": 20,
+    "method.val_every": 2, "method.seed_families": "two_hop,three_hop", "rollout.temperature": 1.0,
     "method.skip_zero_advantage": True, "method.weight_average": 0.5})
 
 

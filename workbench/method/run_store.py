@@ -93,11 +93,11 @@ class RunStore:
 
     # -- a round ---------------------------------------------------------------------------
     def commit_round(self, result, val_em: float, tau_path: float, write_back_into: str | None,
-                     pool_size) -> dict:
+                     pool_size, extra: dict | None = None) -> dict:
         """Write round ``result`` (a ``round.RoundResult``; its metrics ``metrics.round_metrics``) whole: generated questions, trajectories,
         verdicts, write-back into ``write_back_into``'s pool (None: none, as without C3) and the
-        metrics row; returns the metrics. ``pool_size(con, run, round) -> (chains, evidence)``
-        counts G_t+1 for the metrics.
+        metrics row (with ``extra``'s metrics); returns the metrics. ``pool_size(con, run, round) ->
+        (chains, evidence)`` counts G_t+1 for the metrics.
         """
         import time
 
@@ -117,7 +117,7 @@ class RunStore:
                 wb = write_back(self.con, write_back_into, t, self._write_back_items(result, traj_ids),
                                 tau_path=tau_path)
             n_chains, n_evidence = pool_size(self.con, write_back_into, t + 1)
-            metrics = {**round_metrics(result, tau_path), "val_em": val_em,
+            metrics = {**round_metrics(result, tau_path), "val_em": val_em, **(extra or {}),
                        "pool_chains": n_chains, "pool_evidence": n_evidence,
                        "writeback_new_chains": wb["new_chains"], "writeback_merged_evidence": wb["merged_evidence"],
                        "writeback_not_chains": wb["not_chains"], "writeback_rejected": wb["rejected"],

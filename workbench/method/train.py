@@ -412,17 +412,26 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             result = trainer.run_round(t)
             lap = Laps("after round")  # logged as each ends; not among the round's stored time_* metrics
             val = None  # a round left unvalidated (method.val_every) records val_em null and is no `best`
-            if validates(t, steps, cfg.method.val_every, trainer.iteration_ends):
+            validated = validates(t, steps, cfg.method.val_every, trainer.iteration_ends)
+            if validated:
                 val = validation_em(trainer, cfg.method.val_questions)
                 lap("validation")
-            metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size)
+            averaged = {}  # a run that averages validates the mean too: the model its test evaluates
+            if t >= averaged_from:  # method.weight_average's tail
+                trainer.average.add(trainer.policy.model)
+                if validated:
+                    with trainer.average.swapped_into(trainer.policy.model):
+                        averaged["val_em_average"] = validation_em(trainer, cfg.method.val_questions)
+                    lap("validation of the mean")
+            elif trainer.average is not None:
+                averaged["val_em_average"] = None
+            metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size, averaged)
             lap("commit")
             if val is not None and val > state["best_val"]:
                 state["best_val"] = metrics["val_em"]
                 _save_policy(trainer, folder, base, "best", t, metrics["val_em"])
                 lap("best")
-            if t >= averaged_from:  # method.weight_average's tail
-                trainer.average.add(trainer.policy.model)
+            if t >= averaged_from:
                 with trainer.average.swapped_into(trainer.policy.model):
                     _save_policy(trainer, folder, base, "average", t, None, {"rounds_averaged": trainer.average.count})
                 lap("average")
