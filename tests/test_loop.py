@@ -8,7 +8,7 @@ from workbench import paths, store
 from workbench.cli import main
 from workbench.config import preset
 from workbench.method.metrics import without_clock
-from workbench.method.run_store import METRIC_KEYS
+from workbench.method.run_store import METRIC_KEYS, run_metrics
 from workbench.method.train import ensure_world, train
 
 
@@ -377,7 +377,7 @@ def test_weight_average_is_the_mean_of_the_rounds_weights_and_survives_a_resume(
               overrides={**on, "method.lora_rank": 4})
 
 
-def test_a_run_that_averages_validates_the_mean_it_saves(db, monkeypatch):
+def test_a_run_that_averages_validates_the_mean_it_saves(db, monkeypatch, capsys):
     """Each averaged round validates the policy, then the running mean with the weights
     ``runs/<run>/average`` holds (``val_em_average``); rounds before the tail record it as null."""
     from safetensors.torch import load_file
@@ -391,8 +391,12 @@ def test_a_run_that_averages_validates_the_mean_it_saves(db, monkeypatch):
         return seen[-1][1]
 
     monkeypatch.setattr(train_module, "validation_em", validation_em)
-    metrics = train(db, run="avg-val", method="coevokg", preset="smoke", steps=3, progress=False, log=None,
-                    overrides={"method.weight_average": 0.67})  # rounds 2 and 3
+    assert main(["train", "--db", db, "--preset", "smoke", "--run", "avg-val", "--steps", "3",
+                 "--set", "method.weight_average=0.67"]) == 0  # rounds 2 and 3
+    assert "avg-val: 3 rounds; last val EM 0.300 (the weights' mean 0.400)" in capsys.readouterr().out
+    con = store.connect(db)
+    metrics = run_metrics(con, "avg-val")
+    con.close()
     runs = paths.runs_dir()
     average = load_file(runs / "avg-val/average/model.safetensors")
     policy = load_file(runs / "avg-val/checkpoints/round-000003/model/model.safetensors")

@@ -31,10 +31,29 @@ def _frames(gained: int, lost: int, n: int = 100):
     (0, 0, "an interval that includes 0, so this run does not show learning")])
 def test_the_sentence_reads_the_interval_not_the_point_estimate(gained, lost, reading):
     base, trained = _frames(gained, lost)
-    text = verdict(base, trained, [0.5, 0.45, 0.6], rounds=6)
+    text = verdict(base, trained, pd.DataFrame({"round": [0, 1, 2], "val_em": [0.5, 0.45, 0.6]}),
+                   pd.DataFrame({"em": [1.0, 0.0] * 100}))
     where = "most on x" if gained or lost else "no family moved"
-    assert reading in text and f"{gained} questions gained, {lost} lost; {where}" in text
-    assert "validation EM went 50.0 -> 60.0 (best 60.0)" in text and text.count(". ") == 0 and text.endswith(".")
+    assert text.startswith("After 3 rounds") and reading in text and f"{gained} questions gained, {lost} lost; {where}" in text
+    assert "validation EM on 200 questions rose from the base's 50.0 to 60.0" in text
+    assert text.count(". ") == 0 and text.endswith(".")
+
+
+@pytest.mark.parametrize("mean, said", [
+    ([None, 0.52, 0.55], "rose from the base's 50.0 to 55.0 for the tested mean of the last rounds' weights "
+                         "(52.0 at round 2 -> 55.0 at round 3; each round's policy 60.0 at round 1 -> 45.0 at round 3)"),
+    ([None, 0.6, 0.45], "fell from the base's 50.0 to 45.0 for the tested mean"),
+    ([None, None, 0.5], "stayed at the base's 50.0 for the tested mean of the last rounds' weights (50.0 at round 3 -> 50.0 at round 3"),
+    (None, "rose from the base's 50.0 to 60.0 for the tested best-validation round, 1, chosen on these questions")])
+def test_the_validation_curve_is_the_tested_models_against_the_base(mean, said):
+    """Where the run kept a mean of its last rounds' weights, the curve that counts is that mean's
+    (the tested model), not the policy's: here the policy fell while the mean rose."""
+    from workbench.quickstart import validation
+
+    rounds = pd.DataFrame({"round": [0, 1, 2], "val_em": [0.6, 0.5, 0.45]})
+    if mean is not None:
+        rounds["val_em_average"] = mean
+    assert validation(rounds, pd.DataFrame({"em": [1.0, 0.0] * 20})).startswith(f"validation EM on 40 questions {said}")
 
 
 def test_a_bad_train_seed_is_one_line_before_the_notebook_starts(capsys):

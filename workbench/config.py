@@ -159,8 +159,9 @@ class MethodConfig:
     # cost most of a CPU round's update where most groups are all right or all wrong
     skip_zero_advantage: bool = False
     # ours (issue 46): the share of the run's last rounds whose policy weights are averaged, the mean written to
-    # runs/<run>/average after each of them (method/averaging.py): 0 = off, 0.5 = the last half (stochastic weight
-    # averaging's usual tail), 1 = every round (Polyak-Ruppert); a full fine-tune's weights only
+    # runs/<run>/average after each of them and validated in each validated round (metric val_em_average;
+    # method/averaging.py): 0 = off, 0.5 = the last half (stochastic weight averaging's usual tail), 1 = every
+    # round (Polyak-Ruppert); a full fine-tune's weights only
     weight_average: float = 0.0
     micro_batch: int = 16  # sequences per forward/backward (memory only; the step is one)
     lora_rank: int = 0  # 0 = full fine-tune (the tiny tier); r > 0: LoRA adapters on every block linear layer

@@ -56,21 +56,25 @@ def settings(long: bool = False) -> Quickstart:
     return LONG if long else SHORT
 
 
-def verdict(base, trained, val_em: list[float], rounds: int) -> str:
+def verdict(base, trained, metrics, val_base) -> str:
     """The quickstart's closing sentence: what moved, by how much, with the 95% paired interval of
-    :func:`workbench.evaluate.compare_outcomes`, and whether that interval excludes 0. ``base`` and
-    ``trained`` are :func:`workbench.evaluate.outcomes` frames, ``val_em`` the rounds' validation EM.
+    :func:`workbench.evaluate.compare_outcomes`, whether that interval excludes 0, and the
+    validation curve (:func:`validation`). ``base`` and ``trained`` are the test's
+    :func:`workbench.evaluate.outcomes` frames, ``metrics`` the rounds' metrics and ``val_base`` the
+    base's outcomes on the validation questions.
 
     Example:
         >>> import pandas as pd
         >>> base = pd.DataFrame({"question_id": range(6), "family": ["a"] * 3 + ["b"] * 3, "em": [0.0] * 6})
-        >>> print(verdict(base, base.assign(em=[1.0, 1.0, 0, 0, 0, 0]), [0.5, 0.525, 0.55], 14))
+        >>> rounds = pd.DataFrame({"round": [0, 1, 2], "val_em": [0.5, 0.525, 0.55]})
+        >>> print(verdict(base, base.assign(em=[1.0, 1.0, 0, 0, 0, 0]), rounds, base.assign(em=[1.0, 1, 1, 0, 0, 0])))
         ... # doctest: +NORMALIZE_WHITESPACE
-        After 14 rounds the trained solver's macro test EM is +33.3 points over the base on 6 held-out
+        After 3 rounds the trained solver's macro test EM is +33.3 points over the base on 6 held-out
         questions (95% paired bootstrap interval [+0.0, +50.0]; 2 questions gained, 0 lost; most on a,
-        +66.7): an interval that includes 0, so this run does not show learning; validation EM went
-        50.0 -> 55.0 (best 55.0); the comparison of methods over seeds is notebook 06 and the reference
-        runs (data/reference/).
+        +66.7): an interval that includes 0, so this run does not show learning; validation EM on 6
+        questions rose from the base's 50.0 to 55.0 for the tested best-validation round, 3, chosen on
+        these questions (each round's policy 50.0 at round 1 -> 55.0 at round 3); the comparison of
+        methods over seeds is notebook 06 and the reference runs (data/reference/).
     """
     from workbench.evaluate import compare_outcomes
 
@@ -86,8 +90,46 @@ def verdict(base, trained, val_em: list[float], rounds: int) -> str:
         reading = "an interval below 0, so the solver got worse"
     else:
         reading = "an interval that includes 0, so this run does not show learning"
-    return (f"After {rounds} rounds the trained solver's macro test EM is {g:+.1f} points over the base on "
+    return (f"After {len(metrics)} rounds the trained solver's macro test EM is {g:+.1f} points over the base on "
             f"{c.shared} held-out questions (95% paired bootstrap interval [{lo:+.1f}, {hi:+.1f}]; "
-            f"{c.test.b_only} questions gained, {c.test.a_only} lost; {where}): {reading}; validation EM went {100 * val_em[0]:.1f} -> "
-            f"{100 * val_em[-1]:.1f} (best {100 * max(val_em):.1f}); the comparison of methods over seeds "
+            f"{c.test.b_only} questions gained, {c.test.a_only} lost; {where}): {reading}; "
+            f"{validation(metrics, val_base)}; the comparison of methods over seeds "
             "is notebook 06 and the reference runs (data/reference/).")
+
+
+def validation(metrics, val_base) -> str:
+    """The validation curve in words: from the base's validation EM (``val_base``, its outcomes) to the
+    tested model's, which is the mean of the last rounds' weights where the run kept one
+    (``val_em_average``, ``method.weight_average``), else the best-validation round; then each
+    validated round's policy, first to last. Rounds are counted from 1.
+
+    Example:
+        >>> import pandas as pd
+        >>> rounds = pd.DataFrame({"round": [0, 1, 2, 3], "val_em": [0.55, None, 0.5, 0.52],
+        ...                        "val_em_average": [None, None, 0.56, 0.57]})
+        >>> validation(rounds, pd.DataFrame({"em": [1.0, 0.0]}))  # doctest: +NORMALIZE_WHITESPACE
+        "validation EM on 2 questions rose from the base's 50.0 to 57.0 for the tested mean of the last
+        rounds' weights (56.0 at round 3 -> 57.0 at round 4; each round's policy 55.0 at round 1 ->
+        52.0 at round 4)"
+    """
+    def curve(values):
+        values = values.dropna()
+        first, last = values.index[0], values.index[-1]
+        return (f"{100 * values[first]:.1f} at round {metrics['round'][first] + 1} -> "
+                f"{100 * values[last]:.1f} at round {metrics['round'][last] + 1}")
+
+    base = 100 * val_base.em.mean()
+    policy = metrics.val_em.astype(float)
+    if "val_em_average" in metrics and metrics.val_em_average.notna().any():
+        mean = metrics.val_em_average.astype(float)
+        tested = 100 * mean.dropna().iloc[-1]
+        what = f"the tested mean of the last rounds' weights ({curve(mean)}; each round's policy {curve(policy)})"
+    else:
+        best = policy.idxmax()
+        tested = 100 * policy[best]
+        what = (f"the tested best-validation round, {metrics['round'][best] + 1}, chosen on these questions "
+                f"(each round's policy {curve(policy)})")
+    if abs(tested - base) < 1e-9:
+        return f"validation EM on {len(val_base)} questions stayed at the base's {base:.1f} for {what}"
+    went = "rose" if tested > base else "fell"
+    return f"validation EM on {len(val_base)} questions {went} from the base's {base:.1f} to {tested:.1f} for {what}"

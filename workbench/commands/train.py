@@ -61,7 +61,8 @@ def _train(args: argparse.Namespace) -> int:
                     model=args.model, overwrite=args.overwrite)
     if metrics:
         last = metrics[-1]
-        print(f"{args.run}: {len(metrics)} rounds; last val EM {last['val_em']:.3f}, "
+        mean = f" (the weights' mean {last['val_em_average']:.3f})" if last.get("val_em_average") is not None else ""
+        print(f"{args.run}: {len(metrics)} rounds; last val EM {last['val_em']:.3f}{mean}, "
               f"solver reward {last['solver_reward']:.3f}, pool {last['pool_chains']} chains")
     return 0
 

@@ -5,8 +5,9 @@ weights: over every round this is Polyak-Ruppert averaging, over the tail of tra
 Izmailov et al. (2018) call stochastic weight averaging. On the CPU tier a round's update learns from
 a handful of groups whose rewards differ, so each step moves the weights by what the rewards teach
 plus much noise; the mean keeps the first and averages away part of the second. The early rounds'
-weights, which have learned least, are left out by averaging only the tail. ``train`` writes the mean
-to ``runs/<run>/average`` after each averaged round and keeps it in each checkpoint, so a resumed run
+weights, which have learned least, are left out by averaging only the tail. ``train`` validates the
+mean in each validated round of the tail (the metric ``val_em_average``: the model a test of the run
+evaluates), writes it to ``runs/<run>/average`` and keeps it in each checkpoint, so a resumed run
 averages exactly what an uninterrupted one does.
 
 Example:
