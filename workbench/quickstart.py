@@ -9,8 +9,9 @@ small weight changes flipped its answers both ways), rollouts sampled at tempera
 questions' groups had rewards that differ; at 1.0, 30), groups of equal rewards left out of the update
 (they carry no policy gradient), and the mean of the last half of the rounds' weights tested
 (``method.weight_average=0.5``), not the best-validation round. Its results over training seeds 0-4
-are in LOG.md (issue 46), with the commands. Both start from the preset's warm start and validate on
-8 questions a family.
+are in LOG.md (issue 46), with the commands. Both start from the preset's warm start. ``SHORT``
+validates on 8 questions a family every round; ``LONG`` on 20 a family every other round, the policy
+and, once it exists, the mean it tests (one question is 1 point of validation EM, not 2.5).
 
 Example:
     >>> run = settings(long=True)
