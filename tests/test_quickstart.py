@@ -41,10 +41,10 @@ def test_the_sentence_reads_the_interval_not_the_point_estimate(gained, lost, re
 
 @pytest.mark.parametrize("mean, said", [
     ([None, 0.52, 0.55], "rose from the base's 50.0 to 55.0 for the tested mean of the last rounds' weights "
-                         "(52.0 at round 2 -> 55.0 at round 3; each round's policy 60.0 at round 1 -> 45.0 at round 3)"),
+                         "(52.0 at round 1 -> 55.0 at round 2; each round's policy 60.0 at round 0 -> 45.0 at round 2)"),
     ([None, 0.6, 0.45], "fell from the base's 50.0 to 45.0 for the tested mean"),
-    ([None, None, 0.5], "stayed at the base's 50.0 for the tested mean of the last rounds' weights (50.0 at round 3 -> 50.0 at round 3"),
-    (None, "rose from the base's 50.0 to 60.0 for the tested best-validation round, 1, chosen on these questions")])
+    ([None, None, 0.5], "stayed at the base's 50.0 for the tested mean of the last rounds' weights (50.0 at round 2 -> 50.0 at round 2"),
+    (None, "rose from the base's 50.0 to 60.0 for the tested best-validation round, 0, chosen on these questions")])
 def test_the_validation_curve_is_the_tested_models_against_the_base(mean, said):
     """Where the run kept a mean of its last rounds' weights, the curve that counts is that mean's
     (the tested model), not the policy's: here the policy fell while the mean rose."""

@@ -73,8 +73,8 @@ def verdict(base, trained, metrics, val_base) -> str:
         After 3 rounds the trained solver's macro test EM is +33.3 points over the base on 6 held-out
         questions (95% paired bootstrap interval [+0.0, +50.0]; 2 questions gained, 0 lost; most on a,
         +66.7): an interval that includes 0, so this run does not show learning; validation EM on 6
-        questions rose from the base's 50.0 to 55.0 for the tested best-validation round, 3, chosen on
-        these questions (each round's policy 50.0 at round 1 -> 55.0 at round 3); the comparison of
+        questions rose from the base's 50.0 to 55.0 for the tested best-validation round, 2, chosen on
+        these questions (each round's policy 50.0 at round 0 -> 55.0 at round 2); the comparison of
         methods over seeds is notebook 06 and the reference runs (data/reference/).
     """
     from workbench.evaluate import compare_outcomes
@@ -102,7 +102,7 @@ def validation(metrics, val_base) -> str:
     """The validation curve in words: from the base's validation EM (``val_base``, its outcomes) to the
     tested model's, which is the mean of the last rounds' weights where the run kept one
     (``val_em_average``, ``method.weight_average``), else the best-validation round; then each
-    validated round's policy, first to last. Rounds are counted from 1.
+    validated round's policy, first to last. Rounds are numbered as in the metrics (from 0).
 
     Example:
         >>> import pandas as pd
@@ -110,14 +110,14 @@ def validation(metrics, val_base) -> str:
         ...                        "val_em_average": [None, None, 0.56, 0.57]})
         >>> validation(rounds, pd.DataFrame({"em": [1.0, 0.0]}))  # doctest: +NORMALIZE_WHITESPACE
         "validation EM on 2 questions rose from the base's 50.0 to 57.0 for the tested mean of the last
-        rounds' weights (56.0 at round 3 -> 57.0 at round 4; each round's policy 55.0 at round 1 ->
-        52.0 at round 4)"
+        rounds' weights (56.0 at round 2 -> 57.0 at round 3; each round's policy 55.0 at round 0 ->
+        52.0 at round 3)"
     """
     def curve(values):
         values = values.dropna()
         first, last = values.index[0], values.index[-1]
-        return (f"{100 * values[first]:.1f} at round {metrics['round'][first] + 1} -> "
-                f"{100 * values[last]:.1f} at round {metrics['round'][last] + 1}")
+        return (f"{100 * values[first]:.1f} at round {metrics['round'][first]} -> "
+                f"{100 * values[last]:.1f} at round {metrics['round'][last]}")
 
     base = 100 * val_base.em.mean()
     policy = metrics.val_em.astype(float)
@@ -128,7 +128,7 @@ def validation(metrics, val_base) -> str:
     else:
         best = policy.idxmax()
         tested = 100 * policy[best]
-        what = (f"the tested best-validation round, {metrics['round'][best] + 1}, chosen on these questions "
+        what = (f"the tested best-validation round, {metrics['round'][best]}, chosen on these questions "
                 f"(each round's policy {curve(policy)})")
     if abs(tested - base) < 1e-9:
         return f"validation EM on {len(val_base)} questions stayed at the base's {base:.1f} for {what}"
