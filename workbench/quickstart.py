@@ -53,7 +53,7 @@ LONG = Quickstart(steps=20, slots=16, eval_limit=200, overrides={
 
 
 def settings(long: bool = False) -> Quickstart:
-    """``LONG`` (``make quickstart LONG=1``, 17.5-28 minutes on a 2-core machine) or ``SHORT`` (about 3 minutes)."""
+    """``LONG`` (``make quickstart LONG=1``, 16.5-28 minutes on a 2-core machine) or ``SHORT`` (about 3 minutes)."""
     return LONG if long else SHORT
 
 
