@@ -8,7 +8,7 @@ questions from two-hop and three-hop (not comparison: there the tiny solver is n
 small weight changes flipped its answers both ways), rollouts sampled at temperature 1.0 (at the paper's 0.6, 13 of 60 seed
 questions' groups had rewards that differ; at 1.0, 30), groups of equal rewards left out of the update
 (they carry no policy gradient), and the mean of the last half of the rounds' weights tested
-(``method.weight_average=0.5``), not the best-validation round. Its results over training seeds 0-4
+(``method.weight_average=0.5``), not the best-validation round. Its results over training seeds 0-6
 are in LOG.md (issue 46), with the commands. Both start from the preset's warm start. ``SHORT``
 validates on 8 questions a family every round; ``LONG`` on 20 a family every other round, the policy
 and, once it exists, the mean it tests (one question is 1 point of validation EM, not 2.5).
