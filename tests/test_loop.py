@@ -378,8 +378,8 @@ def test_weight_average_is_the_mean_of_the_rounds_weights_and_survives_a_resume(
 
 
 def test_a_run_that_averages_validates_the_mean_it_saves(db, monkeypatch, capsys):
-    """Each averaged round validates the policy, then the running mean with the weights
-    ``runs/<run>/average`` holds (``val_em_average``); rounds before the tail record it as null."""
+    """Each validated round of the averaged tail validates the policy, then the running mean with the
+    weights ``runs/<run>/average`` holds (``val_em_average``); the other rounds record it as null."""
     from safetensors.torch import load_file
 
     import workbench.method.train as train_module
@@ -391,20 +391,20 @@ def test_a_run_that_averages_validates_the_mean_it_saves(db, monkeypatch, capsys
         return seen[-1][1]
 
     monkeypatch.setattr(train_module, "validation_em", validation_em)
-    assert main(["train", "--db", db, "--preset", "smoke", "--run", "avg-val", "--steps", "3",
-                 "--set", "method.weight_average=0.67"]) == 0  # rounds 2 and 3
-    assert "avg-val: 3 rounds; last val EM 0.300 (the weights' mean 0.400)" in capsys.readouterr().out
+    assert main(["train", "--db", db, "--preset", "smoke", "--run", "avg-val", "--steps", "4",
+                 "--set", "method.weight_average=0.75", "--set", "method.val_every=2"]) == 0  # averages 1-3
+    assert "avg-val: 4 rounds; last val EM 0.200 (the weights' mean 0.300)" in capsys.readouterr().out
     con = store.connect(db)
     metrics = run_metrics(con, "avg-val")
     con.close()
     runs = paths.runs_dir()
     average = load_file(runs / "avg-val/average/model.safetensors")
-    policy = load_file(runs / "avg-val/checkpoints/round-000003/model/model.safetensors")
-    assert [m["val_em"] for m in metrics] == [0.0, 0.1, 0.3]
-    assert [m["val_em_average"] for m in metrics] == [None, 0.2, 0.4]
-    assert len(seen) == 5 and all((seen[3][0][k] == policy[k]).all() for k in policy)
-    assert all(((seen[4][0][k] - average[k]).abs() <= 1e-6).all() for k in average)
-    assert any(not (seen[4][0][k] == policy[k]).all() for k in policy)  # the mean is not the last round
+    policy = load_file(runs / "avg-val/checkpoints/round-000004/model/model.safetensors")
+    assert [m["val_em"] for m in metrics] == [None, 0.0, None, 0.2]
+    assert [m["val_em_average"] for m in metrics] == [None, 0.1, None, 0.3]
+    assert len(seen) == 4 and all((seen[2][0][k] == policy[k]).all() for k in policy)
+    assert all(((seen[3][0][k] - average[k]).abs() <= 1e-6).all() for k in average)
+    assert any(not (seen[3][0][k] == policy[k]).all() for k in policy)  # the mean is not the last round
     plain = train(db, run="avg-val-off", method="coevokg", preset="smoke", steps=1, progress=False, log=None)
     assert "val_em_average" not in plain[0]
 

@@ -416,15 +416,14 @@ def _rounds(trainer: Trainer, runs: RunStore, folder: Path, base, state: dict, p
             if validated:
                 val = validation_em(trainer, cfg.method.val_questions)
                 lap("validation")
-            averaged = {}  # a run that averages validates the mean too: the model its test evaluates
+            # a run that averages validates the mean too: the model its test evaluates (null where it is not)
+            averaged = {} if trainer.average is None else {"val_em_average": None}
             if t >= averaged_from:  # method.weight_average's tail
                 trainer.average.add(trainer.policy.model)
                 if validated:
                     with trainer.average.swapped_into(trainer.policy.model):
                         averaged["val_em_average"] = validation_em(trainer, cfg.method.val_questions)
                     lap("validation of the mean")
-            elif trainer.average is not None:
-                averaged["val_em_average"] = None
             metrics = runs.commit_round(result, val, cfg.method.tau_path, trainer.pool_run, pool_size, averaged)
             lap("commit")
             if val is not None and val > state["best_val"]:
