@@ -48,9 +48,12 @@ def _resolve(requirements: list[str], folder: Path) -> dict[str, str]:
     """pip's resolver (against the registry, installing nothing): name -> chosen version."""
     listed, report = folder / "requirements.txt", folder / "report.json"
     listed.write_text("\n".join(requirements) + "\n")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                           "--disable-pip-version-check", "--report", str(report), "-r", str(listed)],
-                          capture_output=True, text=True, timeout=900)
+    for _ in range(3):  # a download the network broke off is tried again; a resolver error is not
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                               "--disable-pip-version-check", "--report", str(report), "-r", str(listed)],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode == 0 or "network connectivity, not pip" not in done.stderr:
+            break
     assert done.returncode == 0, done.stderr[-3000:]
     return {i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
             for i in json.loads(report.read_text())["install"]}
