@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from workbench.config import preset
-from workbench.quickstart import LONG, SHORT, settings, verdict
+from workbench.quickstart import LONG, SHORT, machine, settings, verdict
 
 
 @pytest.mark.parametrize("run", [SHORT, LONG])
@@ -61,3 +61,12 @@ def test_a_bad_train_seed_is_one_line_before_the_notebook_starts(capsys):
 
     assert main(["quickstart", "--preset", "smoke", "--long", "--train-seed", "-2"]) == 2
     assert "config field 'method.seed': expected a seed in [0, 2^31), got -2" in capsys.readouterr().err
+
+
+def test_the_machine_line_names_the_cpu_kernels_and_threads_the_numbers_hold_for(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert "torch's AVX512 CPU kernels on 7 threads" in machine()

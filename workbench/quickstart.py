@@ -100,6 +100,26 @@ def verdict(base, trained, metrics, val_base) -> str:
             "is notebook 06 and the reference runs (data/reference/).")
 
 
+def machine() -> str:
+    """The arithmetic the closing sentence's numbers hold for: the GPU, else torch's CPU kernel level
+    and thread count. The same seed trains to other numbers where either differs, since rounding then
+    differs from the first round's rollouts on (docs/start.md, "The same seed on another CPU").
+
+    Example:
+        >>> import torch
+        >>> f"{torch.get_num_threads()} threads" in machine() or torch.cuda.is_available()
+        True
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        where = f"the GPU {torch.cuda.get_device_name(0)}"
+    else:
+        where = f"torch's {torch.backends.cpu.get_cpu_capability()} CPU kernels on {torch.get_num_threads()} threads"
+    return (f"These numbers were computed with {where} (torch {torch.__version__}); the same seed gives other "
+            "numbers on another CPU kind or thread count (docs/start.md, \"The same seed on another CPU\").")
+
+
 def validation(metrics, val_base) -> str:
     """The validation curve in words: from the base's validation EM (``val_base``, its outcomes) to the
     tested model's, which is the mean of the last rounds' weights where the run kept one
