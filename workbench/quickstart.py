@@ -10,8 +10,8 @@ questions' groups had rewards that differ; at 1.0, 30), groups of equal rewards 
 (they carry no policy gradient), and the mean of the last half of the rounds' weights tested
 (``method.weight_average=0.5``), not the best-validation round. Its results over training seeds 0-6
 are in LOG.md (issue 46), with the commands: all seven gained on the machine they ran on; on a slower
-CPU, which rounds floating point differently, seed 0 did not and seed 1 did (docs/start.md). Both
-start from the preset's warm start. ``SHORT`` validates on 8 questions a family every round; ``LONG``
+CPU, which rounds floating point differently, seeds 1-3 did and seeds 0 and 4 did not (docs/start.md).
+Both start from the preset's warm start. ``SHORT`` validates on 8 questions a family every round; ``LONG``
 on 20 a family every other round, the policy
 and, once it exists, the mean it tests (one question is 1 point of validation EM, not 2.5).
 
