@@ -1,19 +1,19 @@
 """The quickstart's CPU-sized runs (notebook 00, ``make quickstart [LONG=1]``): their settings, all
 ours, and the one sentence that closes the notebook.
 
-``SHORT`` is the 5-minute run; it shows the loop working, not a gain (over seven seeds +0.0 to +0.6
-test EM points, none significant; LOG.md, session 4). ``LONG`` is what issue 46's CPU probes found to
-show learning: 20 rounds of twice the slots, two optimiser steps a round from round 0 at lr 5e-5, seed
+``SHORT`` is the 5-minute run; it shows the loop working, not a gain (over seven seeds +0.0 to +0.6 test
+EM points, none significant; LOG.md, session 4). ``LONG`` is what issue 46's CPU probes found to show
+learning: 20 rounds of twice the slots, two optimiser steps a round from round 0 at lr 5e-5, seed
 questions from two-hop and three-hop (not comparison: there the tiny solver is near a coin flip and
-small weight changes flipped its answers both ways), rollouts sampled at temperature 1.0 (at the paper's 0.6, 13 of 60 seed
-questions' groups had rewards that differ; at 1.0, 30), groups of equal rewards left out of the update
-(they carry no policy gradient), and the mean of the last half of the rounds' weights tested
-(``method.weight_average=0.5``), not the best-validation round. Its results over training seeds 0-6
-are in LOG.md (issue 46), with the commands: all seven gained on the machine they ran on; on a slower
-CPU, which rounds floating point differently, seeds 1-3 did and seeds 0 and 4 did not (docs/start.md).
-Both start from the preset's warm start. ``SHORT`` validates on 8 questions a family every round; ``LONG``
-on 20 a family every other round, the policy
-and, once it exists, the mean it tests (one question is 1 point of validation EM, not 2.5).
+small weight changes flipped its answers both ways), rollouts sampled at temperature 1.0 (at the paper's
+0.6, 13 of 60 seed questions' groups had rewards that differ; at 1.0, 30), groups of equal rewards left
+out of the update (they carry no policy gradient), and the mean of the last half of the rounds' weights
+tested (``method.weight_average=0.5``), not the best-validation round. Its results over training seeds
+0-6 are in LOG.md (issue 46), with the commands: all seven gained on the machine they ran on; on a
+slower CPU, which rounds floating point differently, seeds 1-3 did and seeds 0 and 4 did not
+(docs/start.md). Both start from the preset's warm start. ``SHORT`` validates on 8 questions a family
+every round; ``LONG`` on 20 a family every other round, the policy and, once it exists, the mean it
+tests (one question is 1 point of validation EM, not 2.5).
 
 Example:
     >>> run = settings(long=True)
@@ -102,8 +102,8 @@ def verdict(base, trained, metrics, val_base) -> str:
 
 def machine() -> str:
     """The arithmetic the closing sentence's numbers hold for: the GPU, else torch's CPU kernel level
-    and thread count. The same seed trains to other numbers where either differs, since rounding then
-    differs from the first round's rollouts on (docs/start.md, "The same seed on another CPU").
+    and thread count. The same seed can train to other numbers where either differs: rounding differs,
+    and so do the rollouts sampled from then on (docs/start.md, "The same seed on another CPU").
 
     Example:
         >>> import torch
@@ -116,7 +116,7 @@ def machine() -> str:
         where = f"the GPU {torch.cuda.get_device_name(0)}"
     else:
         where = f"torch's {torch.backends.cpu.get_cpu_capability()} CPU kernels on {torch.get_num_threads()} threads"
-    return (f"These numbers were computed with {where} (torch {torch.__version__}); the same seed gives other "
+    return (f"These numbers were computed with {where} (torch {torch.__version__}); the same seed can give other "
             "numbers on another CPU kind or thread count (docs/start.md, \"The same seed on another CPU\").")
 
 
