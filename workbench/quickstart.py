@@ -112,7 +112,9 @@ def machine() -> str:
     """
     import torch
 
-    if torch.cuda.is_available():
+    from workbench.limits import default_device
+
+    if default_device() == "cuda":  # where the rounds' policy went
         where = f"the GPU {torch.cuda.get_device_name(0)}"
     else:
         where = f"torch's {torch.backends.cpu.get_cpu_capability()} CPU kernels on {torch.get_num_threads()} threads"
