@@ -377,6 +377,28 @@ def test_weight_average_is_the_mean_of_the_rounds_weights_and_survives_a_resume(
               overrides={**on, "method.lora_rank": 4})
 
 
+def test_a_run_resumed_to_more_rounds_is_the_run_that_had_them_from_the_start(db):
+    """``--resume --steps`` past a run's end keeps its running mean: 2 rounds averaging the last half,
+    continued to 4, are the 4-round run that averages its last three (rounds 1-3), metric for metric
+    and weight for weight. It also keeps Eq. 10's first horizon (``test_resume_refuses_other_settings``),
+    so the whole run sets ``method.anneal_steps=2``; at smoke size every reward is 0 and the horizon
+    moves nothing. LONG's 30-round seeds on the slower CPU were made this way (LOG.md, session 31)."""
+    from safetensors.torch import load_file
+
+    every = {"method.val_every": 2}
+    whole = train(db, run="longer-whole", method="coevokg", preset="smoke", steps=4, progress=False, log=None,
+                  overrides={**every, "method.weight_average": 0.75, "method.anneal_steps": 2})
+    half = {**every, "method.weight_average": 0.5}
+    train(db, run="longer-parts", method="coevokg", preset="smoke", steps=2, progress=False, log=None, overrides=half)
+    parts = train(db, run="longer-parts", method="coevokg", preset="smoke", steps=4, resume=True, progress=False,
+                  log=None, overrides=half)
+    assert without_clock(parts) == without_clock(whole)
+    runs = paths.runs_dir()
+    a, b = (load_file(runs / f"{r}/average/model.safetensors") for r in ("longer-whole", "longer-parts"))
+    assert set(a) == set(b) and all((a[k] == b[k]).all() for k in a)
+    assert json.loads((runs / "longer-parts/average/workbench.json").read_text())["rounds_averaged"] == 3
+
+
 def test_a_run_that_averages_validates_the_mean_it_saves(db, monkeypatch, capsys):
     """Each validated round of the averaged tail validates the policy, then the running mean with the
     weights ``runs/<run>/average`` holds (``val_em_average``); the other rounds record it as null."""
