@@ -14,6 +14,17 @@ def test_each_quickstart_run_is_a_valid_tiny_config(run):
     assert settings(long=run is LONG) is run
 
 
+def test_long_averages_and_anneals_as_its_measured_seeds_did():
+    """LONG's seeds on the slower CPU were 20-round runs continued to 30 (LOG.md, session 31): the mean
+    of rounds 10-29 and Eq. 10's horizon of 20, which LONG's own settings must give."""
+    from workbench.method.averaging import first_averaged
+
+    cfg = preset("tiny", **LONG.overrides)
+    assert LONG.steps <= cfg.method.steps  # the notebook caps its rounds at the preset's
+    assert first_averaged(cfg.method.weight_average, LONG.steps) == 10
+    assert cfg.method.anneal_steps == 20
+
+
 def _frames(gained: int, lost: int, n: int = 100):
     """Base and trained outcomes on n questions of two families; the trained solver gains ``gained``
     and loses ``lost`` of family 'x' and answers 'y' as the base does."""

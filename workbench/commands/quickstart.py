@@ -14,9 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="run the whole method at tiny size (executes notebook 00)")
     p.add_argument("--preset", default="tiny", choices=("smoke", "tiny"), help="smoke (about a minute) | tiny (default)")
     p.add_argument("--long", action="store_true",
-                   help="the longer run: 20 rounds of 16 slots, 1,000 test questions "
-                        "(workbench/quickstart.py: LONG; 16.5-66 minutes)")
-    p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the quickstart's 6, 20 with --long)")
+                   help="the longer run: 30 rounds of 16 slots, 1,000 test questions "
+                        "(workbench/quickstart.py: LONG; about 25-95 minutes)")
+    p.add_argument("--steps", type=int, default=None, help="CoEvoKG rounds (default: the quickstart's 6, 30 with --long)")
     p.add_argument("--slots", type=int, default=None,
                    help="question slots a round (default: the quickstart's 8, 16 with --long; 0 = the preset's, 32 at tiny)")
     p.add_argument("--seed", type=int, default=0, help="world, pool, warm start and training seed (default 0)")
