@@ -294,10 +294,14 @@ def _triviaqa_data(path: Path, max_bytes: int) -> tuple[list, str | None]:
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 
 
-def _header(first: str) -> tuple[str, str, list[str]]:
-    """(delimiter, its name, the columns) of a table's header line: tabs when it has one, else commas."""
+def _header(first: str, path: Path) -> tuple[str, str, list[str]]:
+    """(delimiter, its name, the columns) of ``path``'s header line ``first``: tabs when it has one, else
+    commas; ValueError naming the file's line 1 for one the csv reader cannot read (a lone carriage return)."""
     delimiter, kind = ("\t", "tab") if "\t" in first else (",", "comma")
-    return delimiter, kind, next(csv.reader([first], delimiter=delimiter), [])
+    try:
+        return delimiter, kind, next(csv.reader([first], delimiter=delimiter), [])
+    except csv.Error as err:
+        raise ValueError(f"{path} line 1: expected a {kind}-separated header line ({err})") from None
 
 
 def _table(path: Path, required: tuple[str, ...], what: str, max_line_bytes: int) -> Iterator[tuple[int, object]]:
@@ -313,7 +317,7 @@ def _table(path: Path, required: tuple[str, ...], what: str, max_line_bytes: int
                 yield raw.decode("utf-8", "surrogateescape") + "\n"
 
         source = texts()
-        delimiter, kind, header = _header(next(source, "").rstrip("\n"))
+        delimiter, kind, header = _header(next(source, "").rstrip("\n"), path)
         if 1 in oversized:
             raise ValueError(f"{path} line 1: {oversized[1]}")
         if any(c not in header for c in required):
@@ -414,7 +418,10 @@ def detect_format(path: str | Path) -> str:
         return "kilt"
     if obj is not None:
         return "jsonl"
-    _, _, header = _header(first)
+    try:
+        _, _, header = _header(first, path)
+    except ValueError:
+        header = []  # no header line the csv reader can read: no table format either
     if all(c in header for c in POPQA_COLUMNS):
         return "popqa"
     if all(c in header for c in BAMBOOGLE_COLUMNS):
