@@ -340,7 +340,6 @@ def test_popqa_bytes_not_utf8_and_a_wrong_header(con, tmp_path):
         import_qa(con, path, "p2")
 
 
-
 def test_a_header_line_the_csv_reader_cannot_read_is_a_clear_error(con, tmp_path):
     """A lone carriage return in the first line (found by tests/test_importer_props.py): detection says
     it cannot tell the format, a table format names line 1, and the store is left as it was."""
@@ -351,6 +350,7 @@ def test_a_header_line_the_csv_reader_cannot_read_is_a_clear_error(con, tmp_path
     with pytest.raises(ValueError, match=r"p\.csv line 1: expected a comma-separated header line \(new-line"):
         import_qa(con, path, "p", fmt="popqa")
     assert con.execute("SELECT count(*) FROM questions").fetchone() == (0,)
+
 
 BAMBOOGLE = ('"Question","Answer"\n'
              '"Who was president of the United States in the year that Citibank was founded?","james madison"\n'

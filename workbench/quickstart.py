@@ -9,12 +9,11 @@ small weight changes flipped its answers both ways), rollouts sampled at tempera
 0.6, 13 of 60 seed questions' groups had rewards that differ; at 1.0, 30), groups of equal rewards left
 out of the update (they carry no policy gradient), and the mean of the last two thirds of the rounds'
 weights tested (rounds 10-29, ``method.weight_average=2/3``), not the best-validation round; Eq. 10's
-p*(t) anneals over the first 20 rounds (``method.anneal_steps=20``), then holds. It is the earlier
-20-round setting continued for 10 rounds: on a slower CPU that setting's test interval was above 0 for
-3 of 5 training seeds and this one's for 4 of 5 (docs/start.md). Both start from the preset's warm
-start. ``SHORT`` validates on 8 questions a family every round; ``LONG`` on 20 a family every other
-round, the policy and, once it exists, the mean it tests (one question is 1 point of validation EM,
-not 2.5).
+p*(t) anneals over the first 20 rounds (``method.anneal_steps=20``), then holds. Its results over
+training seeds, with the commands, are in docs/start.md and LOG.md (issue 46). Both start from the
+preset's warm start. ``SHORT`` validates on 8 questions a family every round; ``LONG`` on 20 a family
+every other round, the policy and, once it exists, the mean it tests (one question is 1 point of
+validation EM, not 2.5).
 
 Example:
     >>> run = settings(long=True)
